@@ -1,0 +1,183 @@
+"""Generate the tiny, random-weight fixture models in models/.
+
+Every model is built from a config with a fixed seed (no hub downloads) and
+exported with the real exporter. Pinned versions (see requirements-gen.txt):
+torch 2.9.1, transformers 4.57.6, optimum 2.1.0, optimum-onnx 0.1.0, onnx 1.23.2.
+
+    HF_HUB_OFFLINE=1 python models/generate.py [name ...]
+
+Each fixture isolates one situation from ../shared/context/field-notes.md:
+  marian-tiny/          optimum text2text-generation-with-past export of a Marian
+                        model with opus-mt-en-zh's structure (6+6 layers, 8 heads)
+                        and tiny widths: encoder, decoder, decoder_with_past and
+                        the merged decoder (28 inputs, 25 outputs).
+  marian-15-inputs/     the broken reverse-pair export of incident 1: a custom
+                        torch.onnx.export wrapper taking only the self-attention
+                        past; no encoder past, no use_cache_branch (15 inputs,
+                        25 outputs), IR 7, opset 12.
+  gpt2-tiny/            optimum text-generation-with-past export of a GPT-2-style
+                        decoder-only model.
+"""
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import onnx
+import torch
+import transformers
+from optimum.exporters.onnx import onnx_export_from_model
+
+HERE = Path(__file__).resolve().parent
+SEED = 0
+
+# opus-mt-en-zh structure, tiny widths: d_model 32 / 8 heads = head_dim 4.
+MARIAN = dict(
+    vocab_size=1000,
+    d_model=32,
+    encoder_layers=6,
+    decoder_layers=6,
+    encoder_attention_heads=8,
+    decoder_attention_heads=8,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    max_position_embeddings=128,
+    pad_token_id=999,
+    eos_token_id=0,
+    decoder_start_token_id=999,
+    forced_eos_token_id=0,
+)
+
+
+def marian_model(attn="sdpa"):
+    torch.manual_seed(SEED)
+    cfg = transformers.MarianConfig(**MARIAN)
+    cfg._attn_implementation = attn
+    return transformers.MarianMTModel(cfg).eval()
+
+
+def export_optimum(model, task, out: Path, keep):
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx_export_from_model(model, tmp, task=task, do_validation=False)
+        out.mkdir(parents=True, exist_ok=True)
+        for name in keep:
+            shutil.copy(Path(tmp) / name, out / name)
+
+
+def gen_marian_tiny():
+    export_optimum(
+        marian_model(),
+        "text2text-generation-with-past",
+        HERE / "marian-tiny",
+        ["encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx", "decoder_model_merged.onnx"],
+    )
+
+
+class SelfPastOnlyDecoder(torch.nn.Module):
+    """Incident 1: a decoder wrapper that takes only the self-attention past.
+
+    The cross-attention keys/values are recomputed from encoder_hidden_states on
+    every call instead of being fed as past, and there is no use_cache_branch.
+    """
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.layers = model.config.decoder_layers
+
+    def forward(self, encoder_attention_mask, input_ids, encoder_hidden_states, *past):
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        self_cache = DynamicCache()
+        for layer in range(self.layers):
+            self_cache.update(past[2 * layer], past[2 * layer + 1], layer)
+        cache = EncoderDecoderCache(self_cache, DynamicCache())
+        out = self.model(
+            input_ids=None,
+            decoder_input_ids=input_ids,
+            encoder_outputs=(encoder_hidden_states,),
+            attention_mask=encoder_attention_mask,
+            past_key_values=cache,
+            use_cache=True,
+            return_dict=True,
+        )
+        flat = [out.logits]
+        legacy = out.past_key_values.to_legacy_cache()
+        for layer in range(self.layers):
+            k, v, ck, cv = legacy[layer]
+            flat += [k, v, ck, cv]
+        return tuple(flat)
+
+
+def gen_marian_15_inputs():
+    # Opset 12 predates scaled_dot_product_attention: eager attention.
+    model = marian_model("eager")
+    wrapper = SelfPastOnlyDecoder(model)
+    L, H, D = MARIAN["decoder_layers"], MARIAN["decoder_attention_heads"], MARIAN["d_model"] // MARIAN["decoder_attention_heads"]
+    enc_len, past_len = 5, 3
+    mask = torch.ones(1, enc_len, dtype=torch.int64)
+    ids = torch.tensor([[7]], dtype=torch.int64)
+    enc = torch.randn(1, enc_len, MARIAN["d_model"])
+    past = [torch.randn(1, H, past_len, D) for _ in range(2 * L)]
+    in_names = ["encoder_attention_mask", "input_ids", "encoder_hidden_states"]
+    out_names = ["logits"]
+    axes = {
+        "encoder_attention_mask": {0: "batch_size", 1: "encoder_sequence_length"},
+        "input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
+        "encoder_hidden_states": {0: "batch_size", 1: "encoder_sequence_length"},
+        "logits": {0: "batch_size", 1: "decoder_sequence_length"},
+    }
+    for layer in range(L):
+        for kv in ("key", "value"):
+            name = f"past_key_values.{layer}.decoder.{kv}"
+            in_names.append(name)
+            axes[name] = {0: "batch_size", 2: "past_decoder_sequence_length"}
+    for layer in range(L):
+        for part in ("decoder", "encoder"):
+            for kv in ("key", "value"):
+                name = f"present.{layer}.{part}.{kv}"
+                out_names.append(name)
+                seq = "past_decoder_sequence_length + 1" if part == "decoder" else "encoder_sequence_length_out"
+                axes[name] = {0: "batch_size", 2: seq}
+    out = HERE / "marian-15-inputs"
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "decoder_model_merged.onnx"
+    torch.onnx.export(
+        wrapper,
+        (mask, ids, enc, *past),
+        str(path),
+        input_names=in_names,
+        output_names=out_names,
+        dynamic_axes=axes,
+        opset_version=12,
+        dynamo=False,
+        do_constant_folding=True,
+    )
+    m = onnx.load(str(path))
+    m.ir_version = 7  # what the reverse-pair script of incident 1 produced
+    onnx.save(m, str(path))
+
+
+def gen_gpt2_tiny():
+    torch.manual_seed(SEED)
+    cfg = transformers.GPT2Config(vocab_size=1000, n_positions=128, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    export_optimum(model, "text-generation-with-past", HERE / "gpt2-tiny", ["model.onnx"])
+
+
+GENERATORS = {
+    "marian-tiny": gen_marian_tiny,
+    "marian-15-inputs": gen_marian_15_inputs,
+    "gpt2-tiny": gen_gpt2_tiny,
+}
+
+if __name__ == "__main__":
+    names = sys.argv[1:] or list(GENERATORS)
+    for name in names:
+        print(f"== {name}", flush=True)
+        GENERATORS[name]()
+    for f in sorted(HERE.rglob("*.onnx")):
+        print(f"{f.relative_to(HERE)}  {f.stat().st_size} bytes")

@@ -1,0 +1,351 @@
+//! Writes a contract from a known-good export: per-layer tensors folded into
+//! `{layer}` templates, model sizes lifted into `params`, dim symbols into
+//! variables pinned to the exact names the export used.
+
+use crate::fold::fold;
+use crate::signature::{Dim, Port, Signature};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Sizes read off the signature, by the role of the axis they sit on.
+#[derive(Debug, Default, Clone)]
+pub struct Params {
+    pub layers: Option<i64>,
+    pub heads: Option<i64>,
+    pub head_dim: Option<i64>,
+    pub hidden: Option<i64>,
+    pub vocab: Option<i64>,
+}
+
+impl Params {
+    fn list(&self) -> Vec<(&'static str, i64, &'static str)> {
+        [
+            (
+                "layers",
+                self.layers,
+                "decoder layers (the {layer} in names)",
+            ),
+            (
+                "heads",
+                self.heads,
+                "attention heads in the cache (KV heads for GQA models)",
+            ),
+            ("head_dim", self.head_dim, "size of one head"),
+            ("hidden", self.hidden, "model width (d_model)"),
+            ("vocab", self.vocab, "vocabulary size (last axis of logits)"),
+        ]
+        .into_iter()
+        .filter_map(|(n, v, doc)| v.map(|v| (n, v, doc)))
+        .collect()
+    }
+}
+
+fn is_cache(name: &str) -> bool {
+    name.starts_with("past_key_values")
+        || name.starts_with("present")
+        || name.contains(".past_")
+        || name.contains("present.")
+}
+
+fn layer_index(name: &str) -> Option<i64> {
+    name.split('.')
+        .find(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))?
+        .parse()
+        .ok()
+}
+
+pub fn infer_params(sig: &Signature) -> Params {
+    let mut p = Params::default();
+    let ports = || sig.inputs.iter().chain(&sig.outputs);
+    p.layers = ports()
+        .filter(|x| is_cache(&x.name))
+        .filter_map(|x| layer_index(&x.name))
+        .max()
+        .map(|m| m + 1);
+    let fixed = |port: &Port, axis: usize| match port.ty.tensor_parts() {
+        Some((_, Some(d))) => match d.get(axis) {
+            Some(Dim::Fixed(v)) => Some(*v),
+            _ => None,
+        },
+        _ => None,
+    };
+    let rank = |port: &Port| port.ty.tensor_parts().and_then(|(_, s)| s.map(|s| s.len()));
+    if let Some(cache) = ports().find(|x| is_cache(&x.name) && rank(x) == Some(4)) {
+        p.heads = fixed(cache, 1);
+        p.head_dim = fixed(cache, 3);
+    }
+    if let Some(e) = sig
+        .input("encoder_hidden_states")
+        .or_else(|| sig.input("inputs_embeds"))
+    {
+        p.hidden = fixed(e, 2);
+    }
+    if let Some(l) = sig.output("logits") {
+        p.vocab = rank(l).and_then(|r| fixed(l, r.checked_sub(1)?));
+    }
+    p
+}
+
+/// The axis role that a fixed size on it is a parameter of, if any.
+fn param_for(port: &Port, axis: usize, rank: usize, params: &Params) -> Option<&'static str> {
+    let pick = |name: &'static str, v: Option<i64>| v.map(|_| name);
+    if is_cache(&port.name) && rank == 4 {
+        return match axis {
+            1 => pick("heads", params.heads),
+            3 => pick("head_dim", params.head_dim),
+            _ => None,
+        };
+    }
+    if axis + 1 == rank {
+        return match port.name.as_str() {
+            "logits" => pick("vocab", params.vocab),
+            "encoder_hidden_states" | "inputs_embeds" | "last_hidden_state" => {
+                pick("hidden", params.hidden)
+            }
+            _ => None,
+        };
+    }
+    None
+}
+
+fn sanitize(symbol: &str) -> String {
+    let mut s: String = symbol
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) || s == "_" || s == "any" {
+        s.insert_str(0, "d_");
+    }
+    s
+}
+
+/// Turns model symbols into contract variables, keeping one name per symbol.
+#[derive(Default)]
+struct Vars {
+    by_symbol: BTreeMap<String, String>,
+}
+
+impl Vars {
+    fn var(&mut self, symbol: &str) -> String {
+        if let Some(v) = self.by_symbol.get(symbol) {
+            return v.clone();
+        }
+        let base = sanitize(symbol);
+        let mut name = base.clone();
+        let mut n = 2;
+        while self.by_symbol.values().any(|v| *v == name) {
+            name = format!("{base}_{n}");
+            n += 1;
+        }
+        self.by_symbol.insert(symbol.to_string(), name.clone());
+        name
+    }
+
+    fn dim(&mut self, symbol: &str) -> String {
+        // `past + new` becomes a sum of variables, so the relation is checked.
+        let terms: Vec<&str> = symbol.split('+').map(str::trim).collect();
+        let simple = |t: &str| {
+            !t.is_empty() && (t.parse::<i64>().is_ok() || crate::contract::is_variable(t))
+        };
+        if terms.len() > 1 && terms.iter().all(|t| simple(t)) {
+            let parts: Vec<String> = terms
+                .iter()
+                .map(|t| {
+                    if t.parse::<i64>().is_ok() {
+                        t.to_string()
+                    } else {
+                        self.var(t)
+                    }
+                })
+                .collect();
+            return parts.join(" + ");
+        }
+        self.var(symbol)
+    }
+}
+
+fn yaml_quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn spec_line(port: &Port, params: &Params, vars: &mut Vars) -> String {
+    match port.ty.tensor_parts() {
+        None => format!(
+            "{{dtype: float32}}  # declared as {}: not a tensor, edit by hand",
+            port.ty
+        ),
+        Some((elem, None)) => format!("{{dtype: {elem}}}"),
+        Some((elem, Some(dims))) => {
+            let rank = dims.len();
+            let parts: Vec<String> = dims
+                .iter()
+                .enumerate()
+                .map(|(axis, d)| match d {
+                    Dim::Fixed(v) => match param_for(port, axis, rank, params) {
+                        Some(p) => format!("${p}"),
+                        None => v.to_string(),
+                    },
+                    Dim::Symbolic(s) => vars.dim(s),
+                    Dim::Unknown => "any".to_string(),
+                })
+                .map(|s| {
+                    if s.contains(['[', ']', ',', '{', '}', '#', ':']) {
+                        yaml_quote(&s)
+                    } else {
+                        s
+                    }
+                })
+                .collect();
+            format!("{{dtype: {elem}, shape: [{}]}}", parts.join(", "))
+        }
+    }
+}
+
+/// Renders the contract text for `sig`. `source` names the model in the header.
+pub fn init(sig: &Signature, source: &str) -> String {
+    let params = infer_params(sig);
+    let mut vars = Vars::default();
+    let mut sections = String::new();
+    for (title, ports) in [("inputs", &sig.inputs), ("outputs", &sig.outputs)] {
+        let specs: Vec<(String, String)> = ports
+            .iter()
+            .map(|p| (p.name.clone(), spec_line(p, &params, &mut vars)))
+            .collect();
+        let _ = writeln!(sections, "{title}:");
+        for group in fold(&specs) {
+            let spec = &specs[group.members[0]].1;
+            let key = if let Some(t) = layer_template(&group.label, params.layers) {
+                t
+            } else if group.members.len() > 1 && has_number_group(&group.label) {
+                // A partial layer range: list each tensor so the contract stays exact.
+                for &m in &group.members {
+                    let _ = writeln!(sections, "  {}: {}", yaml_quote(&specs[m].0), specs[m].1);
+                }
+                continue;
+            } else {
+                group.label.clone()
+            };
+            let _ = writeln!(sections, "  {}: {spec}", yaml_quote(&key));
+        }
+    }
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Contract written by `onnx-contract init` from {source}"
+    );
+    let _ = writeln!(
+        out,
+        "# ({}; IR {}; opsets {}).",
+        if sig.producer.is_empty() {
+            "unknown producer".to_string()
+        } else {
+            format!("{} {}", sig.producer, sig.producer_version)
+                .trim()
+                .to_string()
+        },
+        sig.ir_version
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "-".into()),
+        sig.opsets
+            .iter()
+            .map(|o| format!(
+                "{}:{}",
+                if o.domain.is_empty() {
+                    "ai.onnx"
+                } else {
+                    &o.domain
+                },
+                o.version
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "# Shapes: integers are fixed sizes, $name a parameter, other names are variables"
+    );
+    let _ = writeln!(
+        out,
+        "# that must bind to the same model dim everywhere; `_` is any symbol, `any` anything."
+    );
+    let _ = writeln!(out, "name: {}", yaml_quote(&contract_name(source)));
+    let listed = params.list();
+    if !listed.is_empty() {
+        let _ = writeln!(out, "params:");
+        for (n, v, doc) in listed {
+            let _ = writeln!(out, "  {n}: {v}  # {doc}");
+        }
+    }
+    let pinned = &vars.by_symbol;
+    if !pinned.is_empty() {
+        let _ = writeln!(
+            out,
+            "# Exact dim names of this export; delete a line to accept any name for it."
+        );
+        let _ = writeln!(out, "dims:");
+        for (symbol, var) in pinned {
+            let _ = writeln!(out, "  {var}: {}", yaml_quote(symbol));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "order: false         # ONNX Runtime binds by name; set true to check the order too"
+    );
+    let _ = writeln!(out, "extra_inputs: error  # error | warn | allow");
+    let _ = writeln!(out, "extra_outputs: warn");
+    out.push_str(&sections);
+    out
+}
+
+/// `a.{0..5}.b` -> `a.{layer}.b` when the range is exactly every layer.
+fn layer_template(label: &str, layers: Option<i64>) -> Option<String> {
+    let layers = layers?;
+    let full = if layers == 1 {
+        None
+    } else {
+        Some(format!("{{0..{}}}", layers - 1))
+    };
+    let segs = crate::fold::label_segments(label);
+    let mut replaced = false;
+    let out: Vec<String> = segs
+        .iter()
+        .map(|s| {
+            if !replaced && (Some(s.to_string()) == full || (layers == 1 && *s == "0")) {
+                replaced = true;
+                "{layer}".to_string()
+            } else {
+                s.to_string()
+            }
+        })
+        .collect();
+    replaced.then(|| out.join("."))
+}
+
+fn has_number_group(label: &str) -> bool {
+    crate::fold::label_segments(label)
+        .iter()
+        .any(|s| s.starts_with('{') && s[1..].starts_with(|c: char| c.is_ascii_digit()))
+}
+
+fn contract_name(source: &str) -> String {
+    let p = std::path::Path::new(source);
+    let stem = p
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match p.parent().and_then(|d| d.file_name()) {
+        Some(dir) => format!("{}/{stem}", dir.to_string_lossy()),
+        None => stem,
+    }
+}

@@ -1,0 +1,149 @@
+//! Side-by-side comparison of two signatures: what the field notes needed
+//! when a 15-input decoder met a caller built for 28.
+
+use crate::fold::fold;
+use crate::signature::{Port, Signature};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    OnlyInA,
+    OnlyInB,
+    /// Present in both, with another dtype or shape.
+    Differs,
+}
+
+/// One row of the diff: a tensor (or a folded family) and how it differs.
+#[derive(Debug, Clone)]
+pub struct DiffRow {
+    pub side: &'static str,
+    pub change: Change,
+    /// Folded name, e.g. `past_key_values.{0..5}.encoder.{key,value}`.
+    pub label: String,
+    pub names: Vec<String>,
+    /// `dtype shape` in A and B, empty where absent.
+    pub a: String,
+    pub b: String,
+}
+
+/// Header facts that differ (IR version, opsets, producer, counts).
+#[derive(Debug, Clone)]
+pub struct HeaderRow {
+    pub field: &'static str,
+    pub a: String,
+    pub b: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Diff {
+    pub header: Vec<HeaderRow>,
+    pub rows: Vec<DiffRow>,
+}
+
+impl Diff {
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.header.iter().all(|h| h.a == h.b)
+    }
+}
+
+fn describe(p: &Port) -> String {
+    format!("{} {}", p.ty.dtype_label(), p.ty.shape_label())
+        .trim()
+        .to_string()
+}
+
+pub fn diff(a: &Signature, b: &Signature) -> Diff {
+    let opsets = |s: &Signature| {
+        let v: Vec<String> = s
+            .opsets
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}:{}",
+                    if o.domain.is_empty() {
+                        "ai.onnx"
+                    } else {
+                        &o.domain
+                    },
+                    o.version
+                )
+            })
+            .collect();
+        v.join(", ")
+    };
+    let header = vec![
+        HeaderRow {
+            field: "ir_version",
+            a: fmt_opt(a.ir_version),
+            b: fmt_opt(b.ir_version),
+        },
+        HeaderRow {
+            field: "opsets",
+            a: opsets(a),
+            b: opsets(b),
+        },
+        HeaderRow {
+            field: "producer",
+            a: producer(a),
+            b: producer(b),
+        },
+        HeaderRow {
+            field: "inputs",
+            a: a.inputs.len().to_string(),
+            b: b.inputs.len().to_string(),
+        },
+        HeaderRow {
+            field: "outputs",
+            a: a.outputs.len().to_string(),
+            b: b.outputs.len().to_string(),
+        },
+    ];
+    let mut rows = Vec::new();
+    for (side, pa, pb) in [
+        ("input", &a.inputs, &b.inputs),
+        ("output", &a.outputs, &b.outputs),
+    ] {
+        // Keyed by (change, A description, B description) so a family folds
+        // only when every member changed the same way.
+        let mut keyed: Vec<(String, (u8, String, String))> = Vec::new();
+        for p in pa {
+            match pb.iter().find(|q| q.name == p.name) {
+                None => keyed.push((p.name.clone(), (0, describe(p), String::new()))),
+                Some(q) if q.ty != p.ty => {
+                    keyed.push((p.name.clone(), (2, describe(p), describe(q))))
+                }
+                Some(_) => {}
+            }
+        }
+        for q in pb {
+            if !pa.iter().any(|p| p.name == q.name) {
+                keyed.push((q.name.clone(), (1, String::new(), describe(q))));
+            }
+        }
+        for group in fold(&keyed) {
+            let (kind, da, db) = keyed[group.members[0]].1.clone();
+            rows.push(DiffRow {
+                side,
+                change: match kind {
+                    0 => Change::OnlyInA,
+                    1 => Change::OnlyInB,
+                    _ => Change::Differs,
+                },
+                label: group.label,
+                names: group.members.iter().map(|&i| keyed[i].0.clone()).collect(),
+                a: da,
+                b: db,
+            });
+        }
+    }
+    Diff { header, rows }
+}
+
+fn fmt_opt(v: Option<i64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+}
+
+fn producer(s: &Signature) -> String {
+    format!("{} {}", s.producer, s.producer_version)
+        .trim()
+        .to_string()
+}

@@ -1,0 +1,249 @@
+//! Reads a [`Signature`] from an `.onnx` file without loading its weights.
+//!
+//! The file is memory-mapped and decoded with the trimmed schema in
+//! `onnx_proto`, so weight bytes are skipped, never copied or paged in.
+
+use crate::onnx_proto as pb;
+use crate::signature::{Dim, ElemType, ExternalRef, Opset, Port, Signature, ValueType};
+use prost::Message;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// Why a model file could not be read. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("{path}: cannot open: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: empty file (0 bytes), not an ONNX model")]
+    Empty { path: PathBuf },
+    #[error("{path}: not a readable ONNX model: {reason}")]
+    NotOnnx { path: PathBuf, reason: String },
+}
+
+/// How much to trust an arbitrary protobuf before calling it a model.
+fn looks_like_model(m: &pb::ModelProto) -> Result<(), String> {
+    if m.graph.is_none() {
+        return Err("no graph in the protobuf (is this an ONNX ModelProto?)".into());
+    }
+    match m.ir_version {
+        None => Err("no ir_version field (is this an ONNX ModelProto?)".into()),
+        Some(v) if !(1..=1000).contains(&v) => Err(format!("implausible ir_version {v}")),
+        Some(_) => Ok(()),
+    }
+}
+
+pub fn read_signature(path: &Path) -> Result<Signature, ModelError> {
+    let io_err = |source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io_err)?;
+    let meta = file.metadata().map_err(io_err)?;
+    if meta.is_dir() {
+        return Err(ModelError::NotOnnx {
+            path: path.to_path_buf(),
+            reason: "is a directory".into(),
+        });
+    }
+    if meta.len() == 0 {
+        return Err(ModelError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    // SAFETY: the map is read-only and lives only for this call; a file
+    // truncated underneath us by another process is the caller's race.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?;
+    let mut sig = signature_from_bytes(&map).map_err(|reason| ModelError::NotOnnx {
+        path: path.to_path_buf(),
+        reason,
+    })?;
+    sig.file_size = meta.len();
+    Ok(sig)
+}
+
+/// Decodes a serialized `ModelProto`. The error is a sentence for a person.
+pub fn signature_from_bytes(bytes: &[u8]) -> Result<Signature, String> {
+    if let Some(kind) = sniff_text(bytes) {
+        return Err(format!("this is a {kind} file, not a binary ONNX protobuf"));
+    }
+    let model =
+        pb::ModelProto::decode(bytes).map_err(|e| format!("protobuf decode failed: {e}"))?;
+    looks_like_model(&model)?;
+    let graph = model.graph.as_ref().expect("checked by looks_like_model");
+
+    let initializers: HashSet<&str> = graph
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.as_deref())
+        .chain(
+            graph
+                .sparse_initializer
+                .iter()
+                .filter_map(|s| s.values.as_ref()?.name.as_deref()),
+        )
+        .collect();
+    // IR < 4 lists every initializer as a graph input too; callers never feed those.
+    let inputs = graph
+        .input
+        .iter()
+        .filter(|v| !initializers.contains(v.name.as_deref().unwrap_or("")))
+        .map(port)
+        .collect();
+    let outputs = graph.output.iter().map(port).collect();
+
+    let mut counts = SubgraphCounts::default();
+    for node in &graph.node {
+        counts.visit_node(node, 0);
+    }
+
+    let mut external_data = Vec::new();
+    collect_external(graph, &mut external_data);
+
+    Ok(Signature {
+        ir_version: model.ir_version,
+        opsets: model
+            .opset_import
+            .iter()
+            .map(|o| Opset {
+                domain: o.domain.clone().unwrap_or_default(),
+                version: o.version.unwrap_or(0),
+            })
+            .collect(),
+        producer: model.producer_name.clone().unwrap_or_default(),
+        producer_version: model.producer_version.clone().unwrap_or_default(),
+        inputs,
+        outputs,
+        node_count: graph.node.len(),
+        subgraph_node_count: counts.subgraph_nodes,
+        if_node_count: counts.if_nodes,
+        initializer_count: graph.initializer.len() + graph.sparse_initializer.len(),
+        external_data,
+        file_size: bytes.len() as u64,
+    })
+}
+
+/// Text files renamed to `.onnx` are a common mistake; name them instead of
+/// printing a protobuf wire-type error.
+fn sniff_text(bytes: &[u8]) -> Option<&'static str> {
+    let head = &bytes[..bytes.len().min(512)];
+    let text = std::str::from_utf8(head).ok().or_else(|| {
+        // A multi-byte character may be cut at 512.
+        std::str::from_utf8(&head[..head.len().saturating_sub(3)]).ok()
+    })?;
+    let t = text.trim_start();
+    if t.starts_with("version https://git-lfs") {
+        return Some("Git LFS pointer");
+    }
+    if t.starts_with('{') || t.starts_with('[') {
+        return Some("JSON or text");
+    }
+    if t.starts_with('<') {
+        return Some("HTML/XML");
+    }
+    // Printable text with a YAML/INI-like key or a comment is not protobuf.
+    let printable = t.chars().all(|c| !c.is_control() || c.is_whitespace());
+    if printable
+        && (t.starts_with('#')
+            || t.starts_with("---")
+            || t.lines()
+                .next()
+                .is_some_and(|l| l.contains(": ") || l.ends_with(':')))
+    {
+        return Some("YAML or text");
+    }
+    None
+}
+
+fn port(v: &pb::ValueInfoProto) -> Port {
+    Port {
+        name: v.name.clone().unwrap_or_default(),
+        ty: value_type(v.r#type.as_ref()),
+    }
+}
+
+fn value_type(t: Option<&pb::TypeProto>) -> ValueType {
+    use pb::type_proto::Value;
+    match t.and_then(|t| t.value.as_ref()) {
+        None => ValueType::Missing,
+        Some(Value::TensorType(t)) => ValueType::Tensor {
+            elem: ElemType::from_code(t.elem_type.unwrap_or(0)),
+            shape: t.shape.as_ref().map(dims),
+        },
+        Some(Value::SparseTensorType(t)) => ValueType::SparseTensor {
+            elem: ElemType::from_code(t.elem_type.unwrap_or(0)),
+            shape: t.shape.as_ref().map(dims),
+        },
+        Some(Value::SequenceType(s)) => {
+            ValueType::Sequence(Box::new(value_type(s.elem_type.as_deref())))
+        }
+        Some(Value::OptionalType(o)) => {
+            ValueType::Optional(Box::new(value_type(o.elem_type.as_deref())))
+        }
+        Some(Value::MapType(m)) => ValueType::Map {
+            key: ElemType::from_code(m.key_type.unwrap_or(0)),
+            value: Box::new(value_type(m.value_type.as_deref())),
+        },
+        Some(Value::OpaqueType(o)) => ValueType::Opaque {
+            domain: o.domain.clone().unwrap_or_default(),
+            name: o.name.clone().unwrap_or_default(),
+        },
+    }
+}
+
+fn dims(shape: &pb::TensorShapeProto) -> Vec<Dim> {
+    use pb::tensor_shape_proto::dimension::Value;
+    shape
+        .dim
+        .iter()
+        .map(|d| match &d.value {
+            Some(Value::DimValue(v)) => Dim::Fixed(*v),
+            Some(Value::DimParam(p)) => Dim::Symbolic(p.clone()),
+            None => Dim::Unknown,
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct SubgraphCounts {
+    subgraph_nodes: usize,
+    if_nodes: usize,
+}
+
+impl SubgraphCounts {
+    fn visit_node(&mut self, node: &pb::NodeProto, depth: usize) {
+        if node.op_type.as_deref() == Some("If") {
+            self.if_nodes += 1;
+        }
+        for attr in &node.attribute {
+            for g in attr.g.iter().chain(attr.graphs.iter()) {
+                self.subgraph_nodes += g.node.len();
+                for n in &g.node {
+                    self.visit_node(n, depth + 1);
+                }
+            }
+        }
+    }
+}
+
+fn collect_external(graph: &pb::GraphProto, out: &mut Vec<ExternalRef>) {
+    for t in &graph.initializer {
+        if t.data_location != Some(pb::DATA_LOCATION_EXTERNAL) {
+            continue;
+        }
+        let get = |key: &str| {
+            t.external_data
+                .iter()
+                .find(|e| e.key.as_deref() == Some(key))
+                .and_then(|e| e.value.clone())
+        };
+        out.push(ExternalRef {
+            tensor: t.name.clone().unwrap_or_default(),
+            location: get("location").unwrap_or_default(),
+            offset: get("offset").and_then(|s| s.parse().ok()),
+            length: get("length").and_then(|s| s.parse().ok()),
+        });
+    }
+}
