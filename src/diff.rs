@@ -46,9 +46,7 @@ impl Diff {
 }
 
 fn describe(p: &Port) -> String {
-    format!("{} {}", p.ty.dtype_label(), p.ty.shape_label())
-        .trim()
-        .to_string()
+    format!("{} {}", p.ty.dtype_label(), p.ty.shape_label()).trim().to_string()
 }
 
 pub fn diff(a: &Signature, b: &Signature) -> Diff {
@@ -56,61 +54,26 @@ pub fn diff(a: &Signature, b: &Signature) -> Diff {
         let v: Vec<String> = s
             .opsets
             .iter()
-            .map(|o| {
-                format!(
-                    "{}:{}",
-                    if o.domain.is_empty() {
-                        "ai.onnx"
-                    } else {
-                        &o.domain
-                    },
-                    o.version
-                )
-            })
+            .map(|o| format!("{}:{}", if o.domain.is_empty() { "ai.onnx" } else { &o.domain }, o.version))
             .collect();
         v.join(", ")
     };
     let header = vec![
-        HeaderRow {
-            field: "ir_version",
-            a: fmt_opt(a.ir_version),
-            b: fmt_opt(b.ir_version),
-        },
-        HeaderRow {
-            field: "opsets",
-            a: opsets(a),
-            b: opsets(b),
-        },
-        HeaderRow {
-            field: "producer",
-            a: producer(a),
-            b: producer(b),
-        },
-        HeaderRow {
-            field: "inputs",
-            a: a.inputs.len().to_string(),
-            b: b.inputs.len().to_string(),
-        },
-        HeaderRow {
-            field: "outputs",
-            a: a.outputs.len().to_string(),
-            b: b.outputs.len().to_string(),
-        },
+        HeaderRow { field: "ir_version", a: fmt_opt(a.ir_version), b: fmt_opt(b.ir_version) },
+        HeaderRow { field: "opsets", a: opsets(a), b: opsets(b) },
+        HeaderRow { field: "producer", a: producer(a), b: producer(b) },
+        HeaderRow { field: "inputs", a: a.inputs.len().to_string(), b: b.inputs.len().to_string() },
+        HeaderRow { field: "outputs", a: a.outputs.len().to_string(), b: b.outputs.len().to_string() },
     ];
     let mut rows = Vec::new();
-    for (side, pa, pb) in [
-        ("input", &a.inputs, &b.inputs),
-        ("output", &a.outputs, &b.outputs),
-    ] {
+    for (side, pa, pb) in [("input", &a.inputs, &b.inputs), ("output", &a.outputs, &b.outputs)] {
         // Keyed by (change, A description, B description) so a family folds
         // only when every member changed the same way.
         let mut keyed: Vec<(String, (u8, String, String))> = Vec::new();
         for p in pa {
             match pb.iter().find(|q| q.name == p.name) {
                 None => keyed.push((p.name.clone(), (0, describe(p), String::new()))),
-                Some(q) if q.ty != p.ty => {
-                    keyed.push((p.name.clone(), (2, describe(p), describe(q))))
-                }
+                Some(q) if q.ty != p.ty => keyed.push((p.name.clone(), (2, describe(p), describe(q)))),
                 Some(_) => {}
             }
         }
@@ -143,7 +106,5 @@ fn fmt_opt(v: Option<i64>) -> String {
 }
 
 fn producer(s: &Signature) -> String {
-    format!("{} {}", s.producer, s.producer_version)
-        .trim()
-        .to_string()
+    format!("{} {}", s.producer, s.producer_version).trim().to_string()
 }

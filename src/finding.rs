@@ -82,14 +82,7 @@ fn ser_code<S: serde::Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> {
 
 impl Finding {
     pub fn new(code: Code, severity: Severity, message: impl Into<String>) -> Self {
-        Finding {
-            code,
-            severity,
-            message: message.into(),
-            tensor: None,
-            names: Vec::new(),
-            contract_line: None,
-        }
+        Finding { code, severity, message: message.into(), tensor: None, names: Vec::new(), contract_line: None }
     }
     pub fn error(code: Code, message: impl Into<String>) -> Self {
         Self::new(code, Severity::Error, message)

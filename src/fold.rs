@@ -42,10 +42,7 @@ pub fn fold<K: Eq + Hash + Clone>(names: &[(String, K)]) -> Vec<Group> {
         .into_iter()
         .map(|mut it| {
             it.members.sort_unstable();
-            Group {
-                label: render(&it.segments),
-                members: it.members,
-            }
+            Group { label: render(&it.segments), members: it.members }
         })
         .collect();
     groups.sort_by_key(|g| g.members[0]);
@@ -89,10 +86,7 @@ pub fn label_segments(label: &str) -> Vec<&str> {
 }
 
 fn is_number(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() < 10
-        && s.bytes().all(|b| b.is_ascii_digit())
-        && (s == "0" || !s.starts_with('0'))
+    !s.is_empty() && s.len() < 10 && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'))
 }
 
 fn merge_at<K: Eq + Hash + Clone>(items: Vec<Item<K>>, pos: usize, numeric: bool) -> Vec<Item<K>> {
@@ -105,15 +99,8 @@ fn merge_at<K: Eq + Hash + Clone>(items: Vec<Item<K>>, pos: usize, numeric: bool
             for existing in out.iter_mut() {
                 if existing.key == item.key
                     && existing.segments.len() == item.segments.len()
-                    && existing.segments[pos]
-                        .iter()
-                        .all(|s| is_number(s) == numeric)
-                    && existing
-                        .segments
-                        .iter()
-                        .zip(&item.segments)
-                        .enumerate()
-                        .all(|(i, (a, b))| i == pos || a == b)
+                    && existing.segments[pos].iter().all(|s| is_number(s) == numeric)
+                    && existing.segments.iter().zip(&item.segments).enumerate().all(|(i, (a, b))| i == pos || a == b)
                 {
                     for v in &item.segments[pos] {
                         if !existing.segments[pos].contains(v) {
@@ -131,10 +118,7 @@ fn merge_at<K: Eq + Hash + Clone>(items: Vec<Item<K>>, pos: usize, numeric: bool
 }
 
 fn render(segments: &[Vec<String>]) -> String {
-    let parts: Vec<String> = segments
-        .iter()
-        .map(|values| render_segment(values))
-        .collect();
+    let parts: Vec<String> = segments.iter().map(|values| render_segment(values)).collect();
     parts.join(".")
 }
 
@@ -174,10 +158,7 @@ mod tests {
     #[test]
     fn folds_layers_then_key_value() {
         let names = marian_past(&["encoder"]);
-        assert_eq!(
-            fold_names(&names),
-            vec!["past_key_values.{0..5}.encoder.{key,value}"]
-        );
+        assert_eq!(fold_names(&names), vec!["past_key_values.{0..5}.encoder.{key,value}"]);
     }
 
     #[test]
@@ -187,12 +168,7 @@ mod tests {
         names.push("use_cache_branch".into());
         assert_eq!(
             fold_names(&names),
-            vec![
-                "input_ids",
-                "attention_mask",
-                "past_key_values.{0..5}.decoder.{key,value}",
-                "use_cache_branch"
-            ]
+            vec!["input_ids", "attention_mask", "past_key_values.{0..5}.decoder.{key,value}", "use_cache_branch"]
         );
     }
 
@@ -208,10 +184,7 @@ mod tests {
         let labels: Vec<String> = fold(&names).into_iter().map(|g| g.label).collect();
         assert_eq!(
             labels,
-            vec![
-                "past_key_values.{0..5}.decoder.{key,value}",
-                "past_key_values.{0..5}.encoder.{key,value}"
-            ]
+            vec!["past_key_values.{0..5}.decoder.{key,value}", "past_key_values.{0..5}.encoder.{key,value}"]
         );
     }
 

@@ -66,13 +66,8 @@ enum Command {
 }
 
 fn parse_param(s: &str) -> Result<(String, i64), String> {
-    let (k, v) = s
-        .split_once('=')
-        .ok_or_else(|| format!("`{s}`: expected NAME=VALUE"))?;
-    let v: i64 = v
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}`: `{v}` is not an integer"))?;
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected NAME=VALUE"))?;
+    let v: i64 = v.trim().parse().map_err(|_| format!("`{s}`: `{v}` is not an integer"))?;
     Ok((k.trim().to_string(), v))
 }
 
@@ -85,21 +80,13 @@ struct Fail {
 
 impl From<ModelError> for Fail {
     fn from(e: ModelError) -> Self {
-        Fail {
-            code: exit::BAD_MODEL,
-            kind: "model",
-            message: e.to_string(),
-        }
+        Fail { code: exit::BAD_MODEL, kind: "model", message: e.to_string() }
     }
 }
 
 impl From<ContractError> for Fail {
     fn from(e: ContractError) -> Self {
-        Fail {
-            code: exit::BAD_CONTRACT,
-            kind: "contract",
-            message: e.to_string(),
-        }
+        Fail { code: exit::BAD_CONTRACT, kind: "contract", message: e.to_string() }
     }
 }
 
@@ -108,11 +95,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            let code = if e.use_stderr() {
-                exit::USAGE
-            } else {
-                exit::OK
-            };
+            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
             return ExitCode::from(code as u8);
         }
     };
@@ -121,7 +104,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(f) => {
             if format == Format::Json {
-                println!("{}", json::error(f.kind, &f.message, f.code));
+                emit_json(&json::error(f.kind, &f.message, f.code));
             }
             eprintln!("error: {}", f.message);
             f.code
@@ -129,6 +112,18 @@ fn main() -> ExitCode {
     };
     let _ = std::io::stdout().flush();
     ExitCode::from(code as u8)
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic.
+fn emit(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if out.write_all(text.as_bytes()).and_then(|_| out.flush()).is_err() {
+        // The reader went away; nothing more to say.
+    }
+}
+
+fn emit_json(v: &serde_json::Value) {
+    emit(&format!("{v:#}\n"));
 }
 
 fn display(p: &Path) -> String {
@@ -141,9 +136,9 @@ fn run(cli: Cli) -> Result<i32, Fail> {
         Command::Sig { model, unfold } => {
             let sig = read_signature(&model)?;
             if json_out {
-                println!("{:#}", json::signature(&display(&model), &sig));
+                emit_json(&json::signature(&display(&model), &sig));
             } else {
-                print!("{}", table::signature(&display(&model), &sig, unfold));
+                emit(&table::signature(&display(&model), &sig, unfold));
             }
             Ok(exit::OK)
         }
@@ -151,15 +146,11 @@ fn run(cli: Cli) -> Result<i32, Fail> {
             let (sa, sb) = (read_signature(&a)?, read_signature(&b)?);
             let d = onnx_contract::diff::diff(&sa, &sb);
             if json_out {
-                println!("{:#}", json::diff(&display(&a), &display(&b), &d));
+                emit_json(&json::diff(&display(&a), &display(&b), &d));
             } else {
-                print!("{}", table::diff(&display(&a), &display(&b), &d));
+                emit(&table::diff(&display(&a), &display(&b), &d));
             }
-            Ok(if d.is_empty() {
-                exit::OK
-            } else {
-                exit::VIOLATED
-            })
+            Ok(if d.is_empty() { exit::OK } else { exit::VIOLATED })
         }
         Command::Init { model, output } => {
             let sig = read_signature(&model)?;
@@ -172,37 +163,43 @@ fn run(cli: Cli) -> Result<i32, Fail> {
                         message: format!("{}: cannot write: {e}", path.display()),
                     })?;
                     if json_out {
-                        println!("{}", serde_json::json!({ "written": display(&path) }));
+                        emit_json(&serde_json::json!({ "written": display(&path) }));
                     } else {
                         eprintln!("wrote {}", path.display());
                     }
                 }
-                None => print!("{text}"),
+                None => emit(&text),
             }
             Ok(exit::OK)
         }
-        Command::Check {
-            model,
-            contract: spec,
-            params,
-            static_only: _,
-        } => {
+        Command::Check { model, contract: spec, params, static_only: _ } => {
             let contract = contract::load(&spec, &params)?;
             let sig = read_signature(&model)?;
             let findings = contract::check(&sig, &contract);
             if json_out {
-                println!("{:#}", json::check(&display(&model), &contract, &findings));
+                emit_json(&json::check(&display(&model), &contract, &findings));
             } else {
-                print!(
-                    "{}",
-                    table::check(&display(&model), &sig, &contract, &findings)
-                );
+                emit(&table::check(&display(&model), &sig, &contract, &findings));
             }
-            Ok(if verdict(&findings) == "pass" {
-                exit::OK
-            } else {
-                exit::VIOLATED
-            })
+            Ok(if verdict(&findings) == "pass" { exit::OK } else { exit::VIOLATED })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn params_parse_as_name_equals_integer() {
+        assert_eq!(parse_param("hidden=32").unwrap(), ("hidden".to_string(), 32));
+        assert!(parse_param("hidden").unwrap_err().contains("NAME=VALUE"));
+        assert!(parse_param("hidden=x").unwrap_err().contains("not an integer"));
     }
 }

@@ -13,10 +13,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error("{path}: cannot open: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("{path}: empty file (0 bytes), not an ONNX model")]
     Empty { path: PathBuf },
     #[error("{path}: not a readable ONNX model: {reason}")]
@@ -36,30 +33,20 @@ fn looks_like_model(m: &pb::ModelProto) -> Result<(), String> {
 }
 
 pub fn read_signature(path: &Path) -> Result<Signature, ModelError> {
-    let io_err = |source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_err = |source| ModelError::Io { path: path.to_path_buf(), source };
     let file = std::fs::File::open(path).map_err(io_err)?;
     let meta = file.metadata().map_err(io_err)?;
     if meta.is_dir() {
-        return Err(ModelError::NotOnnx {
-            path: path.to_path_buf(),
-            reason: "is a directory".into(),
-        });
+        return Err(ModelError::NotOnnx { path: path.to_path_buf(), reason: "is a directory".into() });
     }
     if meta.len() == 0 {
-        return Err(ModelError::Empty {
-            path: path.to_path_buf(),
-        });
+        return Err(ModelError::Empty { path: path.to_path_buf() });
     }
     // SAFETY: the map is read-only and lives only for this call; a file
     // truncated underneath us by another process is the caller's race.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?;
-    let mut sig = signature_from_bytes(&map).map_err(|reason| ModelError::NotOnnx {
-        path: path.to_path_buf(),
-        reason,
-    })?;
+    let mut sig =
+        signature_from_bytes(&map).map_err(|reason| ModelError::NotOnnx { path: path.to_path_buf(), reason })?;
     sig.file_size = meta.len();
     Ok(sig)
 }
@@ -69,8 +56,7 @@ pub fn signature_from_bytes(bytes: &[u8]) -> Result<Signature, String> {
     if let Some(kind) = sniff_text(bytes) {
         return Err(format!("this is a {kind} file, not a binary ONNX protobuf"));
     }
-    let model =
-        pb::ModelProto::decode(bytes).map_err(|e| format!("protobuf decode failed: {e}"))?;
+    let model = pb::ModelProto::decode(bytes).map_err(|e| format!("protobuf decode failed: {e}"))?;
     looks_like_model(&model)?;
     let graph = model.graph.as_ref().expect("checked by looks_like_model");
 
@@ -78,20 +64,11 @@ pub fn signature_from_bytes(bytes: &[u8]) -> Result<Signature, String> {
         .initializer
         .iter()
         .filter_map(|t| t.name.as_deref())
-        .chain(
-            graph
-                .sparse_initializer
-                .iter()
-                .filter_map(|s| s.values.as_ref()?.name.as_deref()),
-        )
+        .chain(graph.sparse_initializer.iter().filter_map(|s| s.values.as_ref()?.name.as_deref()))
         .collect();
     // IR < 4 lists every initializer as a graph input too; callers never feed those.
-    let inputs = graph
-        .input
-        .iter()
-        .filter(|v| !initializers.contains(v.name.as_deref().unwrap_or("")))
-        .map(port)
-        .collect();
+    let inputs =
+        graph.input.iter().filter(|v| !initializers.contains(v.name.as_deref().unwrap_or(""))).map(port).collect();
     let outputs = graph.output.iter().map(port).collect();
 
     let mut counts = SubgraphCounts::default();
@@ -107,10 +84,7 @@ pub fn signature_from_bytes(bytes: &[u8]) -> Result<Signature, String> {
         opsets: model
             .opset_import
             .iter()
-            .map(|o| Opset {
-                domain: o.domain.clone().unwrap_or_default(),
-                version: o.version.unwrap_or(0),
-            })
+            .map(|o| Opset { domain: o.domain.clone().unwrap_or_default(), version: o.version.unwrap_or(0) })
             .collect(),
         producer: model.producer_name.clone().unwrap_or_default(),
         producer_version: model.producer_version.clone().unwrap_or_default(),
@@ -148,9 +122,7 @@ fn sniff_text(bytes: &[u8]) -> Option<&'static str> {
     if printable
         && (t.starts_with('#')
             || t.starts_with("---")
-            || t.lines()
-                .next()
-                .is_some_and(|l| l.contains(": ") || l.ends_with(':')))
+            || t.lines().next().is_some_and(|l| l.contains(": ") || l.ends_with(':')))
     {
         return Some("YAML or text");
     }
@@ -158,38 +130,29 @@ fn sniff_text(bytes: &[u8]) -> Option<&'static str> {
 }
 
 fn port(v: &pb::ValueInfoProto) -> Port {
-    Port {
-        name: v.name.clone().unwrap_or_default(),
-        ty: value_type(v.r#type.as_ref()),
-    }
+    Port { name: v.name.clone().unwrap_or_default(), ty: value_type(v.r#type.as_ref()) }
 }
 
 fn value_type(t: Option<&pb::TypeProto>) -> ValueType {
     use pb::type_proto::Value;
     match t.and_then(|t| t.value.as_ref()) {
         None => ValueType::Missing,
-        Some(Value::TensorType(t)) => ValueType::Tensor {
-            elem: ElemType::from_code(t.elem_type.unwrap_or(0)),
-            shape: t.shape.as_ref().map(dims),
-        },
+        Some(Value::TensorType(t)) => {
+            ValueType::Tensor { elem: ElemType::from_code(t.elem_type.unwrap_or(0)), shape: t.shape.as_ref().map(dims) }
+        }
         Some(Value::SparseTensorType(t)) => ValueType::SparseTensor {
             elem: ElemType::from_code(t.elem_type.unwrap_or(0)),
             shape: t.shape.as_ref().map(dims),
         },
-        Some(Value::SequenceType(s)) => {
-            ValueType::Sequence(Box::new(value_type(s.elem_type.as_deref())))
-        }
-        Some(Value::OptionalType(o)) => {
-            ValueType::Optional(Box::new(value_type(o.elem_type.as_deref())))
-        }
+        Some(Value::SequenceType(s)) => ValueType::Sequence(Box::new(value_type(s.elem_type.as_deref()))),
+        Some(Value::OptionalType(o)) => ValueType::Optional(Box::new(value_type(o.elem_type.as_deref()))),
         Some(Value::MapType(m)) => ValueType::Map {
             key: ElemType::from_code(m.key_type.unwrap_or(0)),
             value: Box::new(value_type(m.value_type.as_deref())),
         },
-        Some(Value::OpaqueType(o)) => ValueType::Opaque {
-            domain: o.domain.clone().unwrap_or_default(),
-            name: o.name.clone().unwrap_or_default(),
-        },
+        Some(Value::OpaqueType(o)) => {
+            ValueType::Opaque { domain: o.domain.clone().unwrap_or_default(), name: o.name.clone().unwrap_or_default() }
+        }
     }
 }
 
@@ -233,12 +196,8 @@ fn collect_external(graph: &pb::GraphProto, out: &mut Vec<ExternalRef>) {
         if t.data_location != Some(pb::DATA_LOCATION_EXTERNAL) {
             continue;
         }
-        let get = |key: &str| {
-            t.external_data
-                .iter()
-                .find(|e| e.key.as_deref() == Some(key))
-                .and_then(|e| e.value.clone())
-        };
+        let get =
+            |key: &str| t.external_data.iter().find(|e| e.key.as_deref() == Some(key)).and_then(|e| e.value.clone());
         out.push(ExternalRef {
             tensor: t.name.clone().unwrap_or_default(),
             location: get("location").unwrap_or_default(),

@@ -82,9 +82,7 @@ impl ElemType {
     pub fn from_code(code: i32) -> Self {
         match code {
             0 => ElemType::Undefined,
-            c if c > 0 && (c as usize) < ELEM_NAMES.len() => {
-                ElemType::Known(ELEM_NAMES[c as usize])
-            }
+            c if c > 0 && (c as usize) < ELEM_NAMES.len() => ElemType::Known(ELEM_NAMES[c as usize]),
             c => ElemType::Other(c),
         }
     }
@@ -97,11 +95,7 @@ impl ElemType {
             "half" => "float16",
             other => other,
         };
-        ELEM_NAMES
-            .iter()
-            .skip(1)
-            .find(|n| **n == canonical)
-            .map(|n| ElemType::Known(n))
+        ELEM_NAMES.iter().skip(1).find(|n| **n == canonical).map(|n| ElemType::Known(n))
     }
 
     pub fn all_names() -> impl Iterator<Item = &'static str> {
@@ -183,9 +177,7 @@ impl ValueType {
 
     pub fn shape_label(&self) -> String {
         match self {
-            ValueType::Tensor { shape, .. } | ValueType::SparseTensor { shape, .. } => {
-                shape_label(shape.as_deref())
-            }
+            ValueType::Tensor { shape, .. } | ValueType::SparseTensor { shape, .. } => shape_label(shape.as_deref()),
             _ => String::new(),
         }
     }
@@ -268,9 +260,6 @@ impl Signature {
 
     /// The default-domain opset, which decides which runtime can load the model.
     pub fn onnx_opset(&self) -> Option<i64> {
-        self.opsets
-            .iter()
-            .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
-            .map(|o| o.version)
+        self.opsets.iter().find(|o| o.domain.is_empty() || o.domain == "ai.onnx").map(|o| o.version)
     }
 }

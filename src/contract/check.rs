@@ -72,14 +72,9 @@ fn presence(side: Side, rules: &[TensorRule], ports: &[Port], contract: &Contrac
         Side::Input => contract.extra_inputs,
         Side::Output => contract.extra_outputs,
     };
-    let missing: Vec<&TensorRule> = rules
-        .iter()
-        .filter(|r| !r.optional && !ports.iter().any(|p| p.name == r.name))
-        .collect();
-    let extra: Vec<&Port> = ports
-        .iter()
-        .filter(|p| !rules.iter().any(|r| r.name == p.name))
-        .collect();
+    let missing: Vec<&TensorRule> =
+        rules.iter().filter(|r| !r.optional && !ports.iter().any(|p| p.name == r.name)).collect();
+    let extra: Vec<&Port> = ports.iter().filter(|p| !rules.iter().any(|r| r.name == p.name)).collect();
     let required = rules.iter().filter(|r| !r.optional).count();
     let optional = rules.len() - required;
     let mut out = Vec::new();
@@ -99,11 +94,7 @@ fn presence(side: Side, rules: &[TensorRule], ports: &[Port], contract: &Contrac
         }
         out.push(Finding::error(
             count_code,
-            format!(
-                "expected {expected}, found {}: {}",
-                ports.len(),
-                parts.join(", ")
-            ),
+            format!("expected {expected}, found {}: {}", ports.len(), parts.join(", ")),
         ));
     }
     // Missing names, folded by template so each family is one line.
@@ -116,51 +107,24 @@ fn presence(side: Side, rules: &[TensorRule], ports: &[Port], contract: &Contrac
     }
     for (_, line, names) in by_template {
         for (label, members) in fold_members(&names) {
-            let count = if members.len() > 1 {
-                format!(" ({} tensors)", members.len())
-            } else {
-                String::new()
-            };
+            let count = if members.len() > 1 { format!(" ({} tensors)", members.len()) } else { String::new() };
             out.push(
-                Finding::error(
-                    missing_code,
-                    format!("missing {} {label}{count}", side.word()),
-                )
-                .tensor(label.clone())
-                .names(if members.len() > 1 {
-                    members
-                } else {
-                    Vec::new()
-                })
-                .line(Some(line)),
+                Finding::error(missing_code, format!("missing {} {label}{count}", side.word()))
+                    .tensor(label.clone())
+                    .names(if members.len() > 1 { members } else { Vec::new() })
+                    .line(Some(line)),
             );
         }
     }
     if policy != Policy::Allow {
-        let severity = if policy == Policy::Error {
-            Severity::Error
-        } else {
-            Severity::Warning
-        };
+        let severity = if policy == Policy::Error { Severity::Error } else { Severity::Warning };
         let names: Vec<&str> = extra.iter().map(|p| p.name.as_str()).collect();
         for (label, members) in fold_members(&names) {
-            let count = if members.len() > 1 {
-                format!(" ({} tensors)", members.len())
-            } else {
-                String::new()
-            };
+            let count = if members.len() > 1 { format!(" ({} tensors)", members.len()) } else { String::new() };
             out.push(
-                Finding::new(
-                    extra_code,
-                    severity,
-                    format!("{} {label}{count} is not in the contract", side.word()),
-                )
-                .tensor(label.clone())
-                .names(if members.len() > 1 {
-                    members
-                } else {
-                    Vec::new()
-                }),
+                Finding::new(extra_code, severity, format!("{} {label}{count} is not in the contract", side.word()))
+                    .tensor(label.clone())
+                    .names(if members.len() > 1 { members } else { Vec::new() }),
             );
         }
     }
@@ -178,37 +142,19 @@ struct Raw {
 
 fn tensor(rule: &TensorRule, port: &Port, bindings: &mut Bindings, out: &mut Vec<Raw>) {
     let mut push = |code, severity, rest: String| {
-        out.push(Raw {
-            code,
-            severity,
-            tensor: port.name.clone(),
-            rest,
-            line: rule.line,
-        })
+        out.push(Raw { code, severity, tensor: port.name.clone(), rest, line: rule.line })
     };
     let Some((elem, shape)) = port.ty.tensor_parts() else {
-        push(
-            Code::NotTensor,
-            Severity::Error,
-            format!("is a {}, contract expects a tensor", port.ty),
-        );
+        push(Code::NotTensor, Severity::Error, format!("is a {}, contract expects a tensor", port.ty));
         return;
     };
     if !rule.dtypes.contains(&elem) {
         let want: Vec<String> = rule.dtypes.iter().map(|d| d.to_string()).collect();
-        push(
-            Code::Dtype,
-            Severity::Error,
-            format!("dtype is {elem}, contract expects {}", want.join("|")),
-        );
+        push(Code::Dtype, Severity::Error, format!("dtype is {elem}, contract expects {}", want.join("|")));
     }
     let Some(want) = &rule.shape else { return };
     let Some(dims) = shape else {
-        push(
-            Code::Rank,
-            Severity::Warning,
-            format!("declares no shape, contract expects rank {}", want.len()),
-        );
+        push(Code::Rank, Severity::Warning, format!("declares no shape, contract expects rank {}", want.len()));
         return;
     };
     if dims.len() != want.len() {
@@ -227,11 +173,7 @@ fn tensor(rule: &TensorRule, port: &Port, bindings: &mut Bindings, out: &mut Vec
         return;
     }
     for (axis, (have, rule_dim)) in dims.iter().zip(want).enumerate() {
-        let at = Place {
-            tensor: port.name.clone(),
-            axis,
-            line: rule.line,
-        };
+        let at = Place { tensor: port.name.clone(), axis, line: rule.line };
         match (rule_dim, have) {
             (DimRule::Any, _) => {}
             (DimRule::Fixed(v, _), Dim::Fixed(h)) if v == h => {}
@@ -287,11 +229,7 @@ struct Bindings<'c> {
 
 impl<'c> Bindings<'c> {
     fn new(contract: &'c Contract) -> Self {
-        Bindings {
-            bound: HashMap::new(),
-            pins: &contract.pins,
-            deferred: Vec::new(),
-        }
+        Bindings { bound: HashMap::new(), pins: &contract.pins, deferred: Vec::new() }
     }
 
     fn bind(&mut self, var: &str, symbol: &str, at: &Place) -> Option<Raw> {
@@ -302,9 +240,15 @@ impl<'c> Bindings<'c> {
                     severity: Severity::Error,
                     tensor: at.tensor.clone(),
                     rest: if var == pinned {
-                        format!("axis {} is `{symbol}`, contract expects `{pinned}` (pinned at line {pin_line})", at.axis)
+                        format!(
+                            "axis {} is `{symbol}`, contract expects `{pinned}` (pinned at line {pin_line})",
+                            at.axis
+                        )
                     } else {
-                        format!("axis {} is `{symbol}`, contract expects `{pinned}` (`{var}`, pinned at line {pin_line})", at.axis)
+                        format!(
+                            "axis {} is `{symbol}`, contract expects `{pinned}` (`{var}`, pinned at line {pin_line})",
+                            at.axis
+                        )
                     },
                     line: at.line,
                 });
@@ -312,13 +256,7 @@ impl<'c> Bindings<'c> {
         }
         match self.bound.get(var) {
             None => {
-                self.bound.insert(
-                    var.to_string(),
-                    (
-                        symbol.to_string(),
-                        format!("{} axis {}", at.tensor, at.axis),
-                    ),
-                );
+                self.bound.insert(var.to_string(), (symbol.to_string(), format!("{} axis {}", at.tensor, at.axis)));
                 None
             }
             Some((s, _)) if s == symbol => None,
@@ -326,10 +264,7 @@ impl<'c> Bindings<'c> {
                 code: Code::DimBinding,
                 severity: Severity::Error,
                 tensor: at.tensor.clone(),
-                rest: format!(
-                    "axis {} is `{symbol}`, but `{var}` is `{s}` in {first}",
-                    at.axis
-                ),
+                rest: format!("axis {} is `{symbol}`, but `{var}` is `{s}` in {first}", at.axis),
                 line: at.line,
             }),
         }
@@ -340,16 +275,13 @@ impl<'c> Bindings<'c> {
         for t in &p.terms {
             match t {
                 Term::Int(i) => parts.push(i.to_string()),
-                Term::Var(v) => match self
-                    .bound
-                    .get(v)
-                    .map(|b| b.0.clone())
-                    .or_else(|| self.pins.get(v).map(|p| p.0.clone()))
-                {
-                    Some(s) => parts.push(s),
-                    // An unbound term cannot be judged; the axis is still dynamic.
-                    None => return,
-                },
+                Term::Var(v) => {
+                    match self.bound.get(v).map(|b| b.0.clone()).or_else(|| self.pins.get(v).map(|p| p.0.clone())) {
+                        Some(s) => parts.push(s),
+                        // An unbound term cannot be judged; the axis is still dynamic.
+                        None => return,
+                    }
+                }
             }
         }
         let expected = parts.join(" + ");
@@ -360,15 +292,9 @@ impl<'c> Bindings<'c> {
                 severity: Severity::Error,
                 tensor: p.at.tensor.clone(),
                 rest: if rule.to_string() == expected {
-                    format!(
-                        "axis {} is `{}`, contract expects `{expected}`",
-                        p.at.axis, p.have
-                    )
+                    format!("axis {} is `{}`, contract expects `{expected}`", p.at.axis, p.have)
                 } else {
-                    format!(
-                        "axis {} is `{}`, contract expects `{rule}` = `{expected}`",
-                        p.at.axis, p.have
-                    )
+                    format!("axis {} is `{}`, contract expects `{rule}` = `{expected}`", p.at.axis, p.have)
                 },
                 line: p.at.line,
             });
@@ -381,30 +307,14 @@ fn normalise(s: &str) -> String {
 }
 
 fn order(side: Side, rules: &[TensorRule], ports: &[Port]) -> Option<Finding> {
-    let expected: Vec<&TensorRule> = rules
-        .iter()
-        .filter(|r| ports.iter().any(|p| p.name == r.name))
-        .collect();
-    let actual: Vec<&Port> = ports
-        .iter()
-        .filter(|p| rules.iter().any(|r| r.name == p.name))
-        .collect();
-    let (i, (rule, port)) = expected
-        .iter()
-        .zip(&actual)
-        .enumerate()
-        .find(|(_, (r, p))| r.name != p.name)?;
+    let expected: Vec<&TensorRule> = rules.iter().filter(|r| ports.iter().any(|p| p.name == r.name)).collect();
+    let actual: Vec<&Port> = ports.iter().filter(|p| rules.iter().any(|r| r.name == p.name)).collect();
+    let (i, (rule, port)) = expected.iter().zip(&actual).enumerate().find(|(_, (r, p))| r.name != p.name)?;
     let position = ports.iter().position(|p| p.name == port.name).unwrap_or(i);
     Some(
         Finding::error(
             Code::Order,
-            format!(
-                "{} #{} is `{}`, contract expects `{}` there",
-                side.word(),
-                position,
-                port.name,
-                rule.name
-            ),
+            format!("{} #{} is `{}`, contract expects `{}` there", side.word(), position, port.name, rule.name),
         )
         .tensor(port.name.clone())
         .line(Some(rule.line)),
@@ -418,10 +328,7 @@ fn fold_findings(raws: Vec<Raw>) -> Vec<Finding> {
         // Exporters put the tensor name into per-layer dim symbols
         // (`Concatpresent.3.encoder.key_dim_1`); abstract it so layers fold.
         let rest = r.rest.replace(&r.tensor, "\u{0}");
-        match groups
-            .iter_mut()
-            .find(|g| g.0 == r.code && g.2 == rest && g.3 == r.line && g.1 == r.severity)
-        {
+        match groups.iter_mut().find(|g| g.0 == r.code && g.2 == rest && g.3 == r.line && g.1 == r.severity) {
             Some(g) => g.4.push(r.tensor),
             None => groups.push((r.code, r.severity, rest, r.line, vec![r.tensor])),
         }
@@ -430,18 +337,10 @@ fn fold_findings(raws: Vec<Raw>) -> Vec<Finding> {
     for (code, severity, rest, line, names) in groups {
         for (label, members) in fold_members(&names) {
             out.push(
-                Finding::new(
-                    code,
-                    severity,
-                    format!("{label}: {}", rest.replace('\u{0}', &label)),
-                )
-                .tensor(label.clone())
-                .names(if members.len() > 1 {
-                    members
-                } else {
-                    Vec::new()
-                })
-                .line(Some(line)),
+                Finding::new(code, severity, format!("{label}: {}", rest.replace('\u{0}', &label)))
+                    .tensor(label.clone())
+                    .names(if members.len() > 1 { members } else { Vec::new() })
+                    .line(Some(line)),
             );
         }
     }

@@ -20,16 +20,8 @@ pub struct Params {
 impl Params {
     fn list(&self) -> Vec<(&'static str, i64, &'static str)> {
         [
-            (
-                "layers",
-                self.layers,
-                "decoder layers (the {layer} in names)",
-            ),
-            (
-                "heads",
-                self.heads,
-                "attention heads in the cache (KV heads for GQA models)",
-            ),
+            ("layers", self.layers, "decoder layers (the {layer} in names)"),
+            ("heads", self.heads, "attention heads in the cache (KV heads for GQA models)"),
             ("head_dim", self.head_dim, "size of one head"),
             ("hidden", self.hidden, "model width (d_model)"),
             ("vocab", self.vocab, "vocabulary size (last axis of logits)"),
@@ -48,20 +40,13 @@ fn is_cache(name: &str) -> bool {
 }
 
 fn layer_index(name: &str) -> Option<i64> {
-    name.split('.')
-        .find(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))?
-        .parse()
-        .ok()
+    name.split('.').find(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))?.parse().ok()
 }
 
 pub fn infer_params(sig: &Signature) -> Params {
     let mut p = Params::default();
     let ports = || sig.inputs.iter().chain(&sig.outputs);
-    p.layers = ports()
-        .filter(|x| is_cache(&x.name))
-        .filter_map(|x| layer_index(&x.name))
-        .max()
-        .map(|m| m + 1);
+    p.layers = ports().filter(|x| is_cache(&x.name)).filter_map(|x| layer_index(&x.name)).max().map(|m| m + 1);
     let fixed = |port: &Port, axis: usize| match port.ty.tensor_parts() {
         Some((_, Some(d))) => match d.get(axis) {
             Some(Dim::Fixed(v)) => Some(*v),
@@ -74,10 +59,7 @@ pub fn infer_params(sig: &Signature) -> Params {
         p.heads = fixed(cache, 1);
         p.head_dim = fixed(cache, 3);
     }
-    if let Some(e) = sig
-        .input("encoder_hidden_states")
-        .or_else(|| sig.input("inputs_embeds"))
-    {
+    if let Some(e) = sig.input("encoder_hidden_states").or_else(|| sig.input("inputs_embeds")) {
         p.hidden = fixed(e, 2);
     }
     if let Some(l) = sig.output("logits") {
@@ -99,9 +81,7 @@ fn param_for(port: &Port, axis: usize, rank: usize, params: &Params) -> Option<&
     if axis + 1 == rank {
         return match port.name.as_str() {
             "logits" => pick("vocab", params.vocab),
-            "encoder_hidden_states" | "inputs_embeds" | "last_hidden_state" => {
-                pick("hidden", params.hidden)
-            }
+            "encoder_hidden_states" | "inputs_embeds" | "last_hidden_state" => pick("hidden", params.hidden),
             _ => None,
         };
     }
@@ -109,10 +89,7 @@ fn param_for(port: &Port, axis: usize, rank: usize, params: &Params) -> Option<&
 }
 
 fn sanitize(symbol: &str) -> String {
-    let mut s: String = symbol
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
+    let mut s: String = symbol.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) || s == "_" || s == "any" {
         s.insert_str(0, "d_");
     }
@@ -144,20 +121,10 @@ impl Vars {
     fn dim(&mut self, symbol: &str) -> String {
         // `past + new` becomes a sum of variables, so the relation is checked.
         let terms: Vec<&str> = symbol.split('+').map(str::trim).collect();
-        let simple = |t: &str| {
-            !t.is_empty() && (t.parse::<i64>().is_ok() || crate::contract::is_variable(t))
-        };
+        let simple = |t: &str| !t.is_empty() && (t.parse::<i64>().is_ok() || crate::contract::is_variable(t));
         if terms.len() > 1 && terms.iter().all(|t| simple(t)) {
-            let parts: Vec<String> = terms
-                .iter()
-                .map(|t| {
-                    if t.parse::<i64>().is_ok() {
-                        t.to_string()
-                    } else {
-                        self.var(t)
-                    }
-                })
-                .collect();
+            let parts: Vec<String> =
+                terms.iter().map(|t| if t.parse::<i64>().is_ok() { t.to_string() } else { self.var(t) }).collect();
             return parts.join(" + ");
         }
         self.var(symbol)
@@ -180,10 +147,7 @@ fn yaml_quote(s: &str) -> String {
 
 fn spec_line(port: &Port, params: &Params, vars: &mut Vars) -> String {
     match port.ty.tensor_parts() {
-        None => format!(
-            "{{dtype: float32}}  # declared as {}: not a tensor, edit by hand",
-            port.ty
-        ),
+        None => format!("{{dtype: float32}}  # declared as {}: not a tensor, edit by hand", port.ty),
         Some((elem, None)) => format!("{{dtype: {elem}}}"),
         Some((elem, Some(dims))) => {
             let rank = dims.len();
@@ -198,13 +162,7 @@ fn spec_line(port: &Port, params: &Params, vars: &mut Vars) -> String {
                     Dim::Symbolic(s) => vars.dim(s),
                     Dim::Unknown => "any".to_string(),
                 })
-                .map(|s| {
-                    if s.contains(['[', ']', ',', '{', '}', '#', ':']) {
-                        yaml_quote(&s)
-                    } else {
-                        s
-                    }
-                })
+                .map(|s| if s.contains(['[', ']', ',', '{', '}', '#', ':']) { yaml_quote(&s) } else { s })
                 .collect();
             format!("{{dtype: {elem}, shape: [{}]}}", parts.join(", "))
         }
@@ -217,10 +175,8 @@ pub fn init(sig: &Signature, source: &str) -> String {
     let mut vars = Vars::default();
     let mut sections = String::new();
     for (title, ports) in [("inputs", &sig.inputs), ("outputs", &sig.outputs)] {
-        let specs: Vec<(String, String)> = ports
-            .iter()
-            .map(|p| (p.name.clone(), spec_line(p, &params, &mut vars)))
-            .collect();
+        let specs: Vec<(String, String)> =
+            ports.iter().map(|p| (p.name.clone(), spec_line(p, &params, &mut vars))).collect();
         let _ = writeln!(sections, "{title}:");
         for group in fold(&specs) {
             let spec = &specs[group.members[0]].1;
@@ -240,45 +196,24 @@ pub fn init(sig: &Signature, source: &str) -> String {
     }
 
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# Contract written by `onnx-contract init` from {source}"
-    );
+    let _ = writeln!(out, "# Contract written by `onnx-contract init` from {source}");
     let _ = writeln!(
         out,
         "# ({}; IR {}; opsets {}).",
         if sig.producer.is_empty() {
             "unknown producer".to_string()
         } else {
-            format!("{} {}", sig.producer, sig.producer_version)
-                .trim()
-                .to_string()
+            format!("{} {}", sig.producer, sig.producer_version).trim().to_string()
         },
-        sig.ir_version
-            .map(|v| v.to_string())
-            .unwrap_or_else(|| "-".into()),
+        sig.ir_version.map(|v| v.to_string()).unwrap_or_else(|| "-".into()),
         sig.opsets
             .iter()
-            .map(|o| format!(
-                "{}:{}",
-                if o.domain.is_empty() {
-                    "ai.onnx"
-                } else {
-                    &o.domain
-                },
-                o.version
-            ))
+            .map(|o| format!("{}:{}", if o.domain.is_empty() { "ai.onnx" } else { &o.domain }, o.version))
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let _ = writeln!(
-        out,
-        "# Shapes: integers are fixed sizes, $name a parameter, other names are variables"
-    );
-    let _ = writeln!(
-        out,
-        "# that must bind to the same model dim everywhere; `_` is any symbol, `any` anything."
-    );
+    let _ = writeln!(out, "# Shapes: integers are fixed sizes, $name a parameter, other names are variables");
+    let _ = writeln!(out, "# that must bind to the same model dim everywhere; `_` is any symbol, `any` anything.");
     let _ = writeln!(out, "name: {}", yaml_quote(&contract_name(source)));
     let listed = params.list();
     if !listed.is_empty() {
@@ -289,19 +224,13 @@ pub fn init(sig: &Signature, source: &str) -> String {
     }
     let pinned = &vars.by_symbol;
     if !pinned.is_empty() {
-        let _ = writeln!(
-            out,
-            "# Exact dim names of this export; delete a line to accept any name for it."
-        );
+        let _ = writeln!(out, "# Exact dim names of this export; delete a line to accept any name for it.");
         let _ = writeln!(out, "dims:");
         for (symbol, var) in pinned {
             let _ = writeln!(out, "  {var}: {}", yaml_quote(symbol));
         }
     }
-    let _ = writeln!(
-        out,
-        "order: false         # ONNX Runtime binds by name; set true to check the order too"
-    );
+    let _ = writeln!(out, "order: false         # ONNX Runtime binds by name; set true to check the order too");
     let _ = writeln!(out, "extra_inputs: error  # error | warn | allow");
     let _ = writeln!(out, "extra_outputs: warn");
     out.push_str(&sections);
@@ -311,11 +240,7 @@ pub fn init(sig: &Signature, source: &str) -> String {
 /// `a.{0..5}.b` -> `a.{layer}.b` when the range is exactly every layer.
 fn layer_template(label: &str, layers: Option<i64>) -> Option<String> {
     let layers = layers?;
-    let full = if layers == 1 {
-        None
-    } else {
-        Some(format!("{{0..{}}}", layers - 1))
-    };
+    let full = if layers == 1 { None } else { Some(format!("{{0..{}}}", layers - 1)) };
     let segs = crate::fold::label_segments(label);
     let mut replaced = false;
     let out: Vec<String> = segs
@@ -340,10 +265,7 @@ fn has_number_group(label: &str) -> bool {
 
 fn contract_name(source: &str) -> String {
     let p = std::path::Path::new(source);
-    let stem = p
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let stem = p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     match p.parent().and_then(|d| d.file_name()) {
         Some(dir) => format!("{}/{stem}", dir.to_string_lossy()),
         None => stem,

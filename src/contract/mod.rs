@@ -123,11 +123,7 @@ pub fn load(path: &Path, overrides: &[(String, i64)]) -> Result<Contract, Contra
 }
 
 /// Parses contract text; `path` is only used in error messages.
-pub fn parse(
-    path: &Path,
-    text: &str,
-    overrides: &[(String, i64)],
-) -> Result<Contract, ContractError> {
+pub fn parse(path: &Path, text: &str, overrides: &[(String, i64)]) -> Result<Contract, ContractError> {
     let file: ContractFile = serde_saphyr::from_str(text).map_err(|e| {
         let loc = e.location();
         ContractError {
@@ -140,34 +136,28 @@ pub fn parse(
     validate(path, file, overrides)
 }
 
-/// serde-saphyr renders a source snippet under the message; we print our own location.
+/// serde-saphyr renders `error: line L column C: message` and a source
+/// snippet; we print our own `file:line:col:` prefix, so keep the message.
 fn first_line_of(e: &serde_saphyr::Error) -> String {
     let full = e.to_string();
-    let msg = full.lines().next().unwrap_or("").trim().to_string();
-    // "... at line 3, column 5" duplicates our prefix.
-    match msg.rfind(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg,
+    let mut msg = full.lines().next().unwrap_or("").trim();
+    msg = msg.strip_prefix("error:").unwrap_or(msg).trim_start();
+    if let Some(rest) = msg.strip_prefix("line ") {
+        if let Some((_, tail)) = rest.split_once(": ") {
+            msg = tail;
+        }
     }
+    msg.to_string()
 }
 
-fn validate(
-    path: &Path,
-    file: ContractFile,
-    overrides: &[(String, i64)],
-) -> Result<Contract, ContractError> {
+fn validate(path: &Path, file: ContractFile, overrides: &[(String, i64)]) -> Result<Contract, ContractError> {
     let err = |line: u64, column: u64, message: String| ContractError {
         path: path.to_path_buf(),
         line: Some(line),
         column: Some(column),
         message,
     };
-    let mut params: Vec<(String, i64)> = file
-        .params
-        .0
-        .iter()
-        .map(|(k, v)| (k.value.clone(), *v))
-        .collect();
+    let mut params: Vec<(String, i64)> = file.params.0.iter().map(|(k, v)| (k.value.clone(), *v)).collect();
     for (k, v) in overrides {
         match params.iter_mut().find(|(name, _)| name == k) {
             Some(slot) => slot.1 = *v,
@@ -177,10 +167,7 @@ fn validate(
                     path: path.to_path_buf(),
                     line: None,
                     column: None,
-                    message: format!(
-                        "--param {k}: the contract has no parameter `{k}` (it has: {})",
-                        known.join(", ")
-                    ),
+                    message: format!("--param {k}: the contract has no parameter `{k}` (it has: {})", known.join(", ")),
                 });
             }
         }
@@ -215,56 +202,35 @@ fn validate(
                         err(
                             spec.referenced.line(),
                             spec.referenced.column(),
-                            format!(
-                                "{}: unknown dtype `{}` (known: {})",
-                                key.value,
-                                d.trim(),
-                                known.join(", ")
-                            ),
+                            format!("{}: unknown dtype `{}` (known: {})", key.value, d.trim(), known.join(", ")),
                         )
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let shape = match &spec_v.shape {
                 None => None,
-                Some(dims) => Some(
-                    dims.iter()
-                        .map(|d| dim_rule(d, &param_map))
-                        .collect::<Result<Vec<_>, String>>()
-                        .map_err(|m| {
-                            err(
-                                spec.referenced.line(),
-                                spec.referenced.column(),
-                                format!("{}: {m}", key.value),
-                            )
-                        })?,
-                ),
+                Some(dims) => {
+                    Some(dims.iter().map(|d| dim_rule(d, &param_map)).collect::<Result<Vec<_>, String>>().map_err(
+                        |m| err(spec.referenced.line(), spec.referenced.column(), format!("{}: {m}", key.value)),
+                    )?)
+                }
             };
             let names = template::expand(&key.value, &param_map).map_err(|m| err(line, col, m))?;
             if names.is_empty() {
                 return Err(err(
                     line,
                     col,
-                    format!(
-                        "`{}` expands to no tensor names (is a layer count 0?)",
-                        key.value
-                    ),
+                    format!("`{}` expands to no tensor names (is a layer count 0?)", key.value),
                 ));
             }
             let layered = key.value.contains("{layer}");
-            let anchor = if layered {
-                *family_anchor.get_or_insert(idx)
-            } else {
-                idx
-            };
+            let anchor = if layered { *family_anchor.get_or_insert(idx) } else { idx };
             for (inner, (name, layer)) in names.into_iter().enumerate() {
                 if rules.iter().any(|r| r.name == name) {
                     return Err(err(
                         line,
                         col,
-                        format!(
-                            "{section}: `{name}` is listed twice (check overlapping templates)"
-                        ),
+                        format!("{section}: `{name}` is listed twice (check overlapping templates)"),
                     ));
                 }
                 rules.push(TensorRule {
@@ -299,11 +265,9 @@ fn validate(
         None => (None, None),
     };
     Ok(Contract {
-        name: file.name.unwrap_or_else(|| {
-            path.file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        }),
+        name: file
+            .name
+            .unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()),
         path: path.to_path_buf(),
         params,
         pins,
@@ -332,13 +296,10 @@ fn dim_rule(d: &DimSpecRaw, params: &HashMap<&str, i64>) -> Result<DimRule, Stri
         DimSpecRaw::Text(t) => t.trim(),
     };
     let param = |p: &str| {
-        params
-            .get(p)
-            .map(|v| DimRule::Fixed(*v, Some(p.to_string())))
-            .ok_or_else(|| {
-                let known: Vec<&&str> = params.keys().collect();
-                format!("`${p}` is not a parameter (params: {known:?})")
-            })
+        params.get(p).map(|v| DimRule::Fixed(*v, Some(p.to_string()))).ok_or_else(|| {
+            let known: Vec<&&str> = params.keys().collect();
+            format!("`${p}` is not a parameter (params: {known:?})")
+        })
     };
     match text {
         "_" => Ok(DimRule::AnySymbol),

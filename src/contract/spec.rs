@@ -132,10 +132,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for OrderedMap<V> {
                 let mut out: Vec<(Spanned<String>, V)> = Vec::new();
                 while let Some((k, v)) = map.next_entry::<Spanned<String>, V>()? {
                     if out.iter().any(|(e, _)| e.value == k.value) {
-                        return Err(serde::de::Error::custom(format!(
-                            "duplicate key `{}`",
-                            k.value
-                        )));
+                        return Err(serde::de::Error::custom(format!("duplicate key `{}`", k.value)));
                     }
                     out.push((k, v));
                 }

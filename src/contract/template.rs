@@ -3,21 +3,14 @@
 use std::collections::HashMap;
 
 /// Each expanded name, with its layer index when the template has `{layer}`.
-pub fn expand(
-    template: &str,
-    params: &HashMap<&str, i64>,
-) -> Result<Vec<(String, Option<i64>)>, String> {
+pub fn expand(template: &str, params: &HashMap<&str, i64>) -> Result<Vec<(String, Option<i64>)>, String> {
     let mut out: Vec<(String, Option<i64>)> = vec![(String::new(), None)];
     let mut rest = template;
     while let Some(open) = rest.find('{') {
-        let close = rest[open..]
-            .find('}')
-            .map(|c| open + c)
-            .ok_or_else(|| format!("`{template}`: unclosed `{{`"))?;
+        let close = rest[open..].find('}').map(|c| open + c).ok_or_else(|| format!("`{template}`: unclosed `{{`"))?;
         let literal = &rest[..open];
         let group = &rest[open + 1..close];
-        let (choices, is_layer) =
-            group_choices(group, params).map_err(|m| format!("`{template}`: {m}"))?;
+        let (choices, is_layer) = group_choices(group, params).map_err(|m| format!("`{template}`: {m}"))?;
         let mut next = Vec::with_capacity(out.len() * choices.len());
         for (prefix, layer) in &out {
             for c in &choices {
@@ -42,20 +35,13 @@ fn group_choices(group: &str, params: &HashMap<&str, i64>) -> Result<(Vec<String
     let value = |s: &str| -> Result<i64, String> {
         let s = s.trim();
         if let Some(p) = s.strip_prefix('$') {
-            params
-                .get(p)
-                .copied()
-                .ok_or_else(|| format!("`${p}` is not a parameter"))
+            params.get(p).copied().ok_or_else(|| format!("`${p}` is not a parameter"))
         } else {
-            s.parse()
-                .map_err(|_| format!("`{s}` is not an integer or `$param`"))
+            s.parse().map_err(|_| format!("`{s}` is not an integer or `$param`"))
         }
     };
     if group == "layer" {
-        let n = params
-            .get("layers")
-            .copied()
-            .ok_or("`{layer}` needs a `layers` parameter in `params`")?;
+        let n = params.get("layers").copied().ok_or("`{layer}` needs a `layers` parameter in `params`")?;
         if n > 100_000 {
             return Err(format!("layers = {n} is not plausible"));
         }
@@ -71,10 +57,7 @@ fn group_choices(group: &str, params: &HashMap<&str, i64>) -> Result<(Vec<String
     if group.is_empty() {
         return Err("empty `{}`".into());
     }
-    Ok((
-        group.split(',').map(|s| s.trim().to_string()).collect(),
-        false,
-    ))
+    Ok((group.split(',').map(|s| s.trim().to_string()).collect(), false))
 }
 
 #[cfg(test)]
@@ -84,15 +67,8 @@ mod tests {
     #[test]
     fn layer_and_alternatives() {
         let params = HashMap::from([("layers", 2)]);
-        let names: Vec<String> = expand("p.{layer}.d.{key,value}", &params)
-            .unwrap()
-            .into_iter()
-            .map(|n| n.0)
-            .collect();
-        assert_eq!(
-            names,
-            ["p.0.d.key", "p.0.d.value", "p.1.d.key", "p.1.d.value"]
-        );
+        let names: Vec<String> = expand("p.{layer}.d.{key,value}", &params).unwrap().into_iter().map(|n| n.0).collect();
+        assert_eq!(names, ["p.0.d.key", "p.0.d.value", "p.1.d.key", "p.1.d.value"]);
     }
 
     #[test]
@@ -104,9 +80,7 @@ mod tests {
     #[test]
     fn errors_are_sentences() {
         let params = HashMap::new();
-        assert!(expand("p.{layer}.k", &params)
-            .unwrap_err()
-            .contains("`layers` parameter"));
+        assert!(expand("p.{layer}.k", &params).unwrap_err().contains("`layers` parameter"));
         assert!(expand("p.{0..2", &params).unwrap_err().contains("unclosed"));
     }
 }

@@ -9,6 +9,10 @@ use crate::signature::{Port, Signature};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use std::fmt::Write;
 
+fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
 fn new_table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
@@ -22,71 +26,31 @@ pub fn model_header(path: &str, sig: &Signature) -> String {
     let opsets: Vec<String> = sig
         .opsets
         .iter()
-        .map(|o| {
-            format!(
-                "{}:{}",
-                if o.domain.is_empty() {
-                    "ai.onnx"
-                } else {
-                    &o.domain
-                },
-                o.version
-            )
-        })
+        .map(|o| format!("{}:{}", if o.domain.is_empty() { "ai.onnx" } else { &o.domain }, o.version))
         .collect();
-    let producer = format!("{} {}", sig.producer, sig.producer_version)
-        .trim()
-        .to_string();
+    let producer = format!("{} {}", sig.producer, sig.producer_version).trim().to_string();
     let mut s = format!(
         "{path}\n  IR {} | opsets {} | producer {} | {} | {} nodes",
-        sig.ir_version
-            .map(|v| v.to_string())
-            .unwrap_or_else(|| "?".into()),
-        if opsets.is_empty() {
-            "none".to_string()
-        } else {
-            opsets.join(", ")
-        },
-        if producer.is_empty() {
-            "unknown"
-        } else {
-            &producer
-        },
+        sig.ir_version.map(|v| v.to_string()).unwrap_or_else(|| "?".into()),
+        if opsets.is_empty() { "none".to_string() } else { opsets.join(", ") },
+        if producer.is_empty() { "unknown" } else { &producer },
         human_size(sig.file_size),
         sig.node_count,
     );
     if sig.if_node_count > 0 {
-        let _ = write!(
-            s,
-            " ({} If, {} nodes in subgraphs)",
-            sig.if_node_count, sig.subgraph_node_count
-        );
+        let _ = write!(s, " ({} If, {} nodes in subgraphs)", sig.if_node_count, sig.subgraph_node_count);
     }
     if !sig.external_data.is_empty() {
-        let mut files: Vec<&str> = sig
-            .external_data
-            .iter()
-            .map(|e| e.location.as_str())
-            .collect();
+        let mut files: Vec<&str> = sig.external_data.iter().map(|e| e.location.as_str()).collect();
         files.dedup();
-        let _ = write!(
-            s,
-            "\n  external data: {} tensors in {}",
-            sig.external_data.len(),
-            files.join(", ")
-        );
+        let _ = write!(s, "\n  external data: {} in {}", plural(sig.external_data.len(), "tensor"), files.join(", "));
     }
     s
 }
 
 /// `#`, name, dtype, shape; per-layer families folded into one row
 /// (`past_key_values.{0..5}.decoder.{key,value} ×12`) unless `unfold`.
-fn ports_table(
-    title: &str,
-    ports: &[Port],
-    unfold: bool,
-    status: Option<&dyn Fn(&[&str]) -> String>,
-) -> String {
+fn ports_table(title: &str, ports: &[Port], unfold: bool, status: Option<&dyn Fn(&[&str]) -> String>) -> String {
     let mut header = vec!["#", title, "dtype", "shape"];
     if status.is_some() {
         header.push("contract");
@@ -96,34 +60,17 @@ fn ports_table(
     // such layers still fold, and put the folded label back when rendering.
     let keyed: Vec<(String, (String, String))> = ports
         .iter()
-        .map(|p| {
-            (
-                p.name.clone(),
-                (
-                    p.ty.dtype_label(),
-                    p.ty.shape_label().replace(&p.name, "\u{0}"),
-                ),
-            )
-        })
+        .map(|p| (p.name.clone(), (p.ty.dtype_label(), p.ty.shape_label().replace(&p.name, "\u{0}"))))
         .collect();
     let groups = if unfold {
-        (0..keyed.len())
-            .map(|i| crate::fold::Group {
-                label: keyed[i].0.clone(),
-                members: vec![i],
-            })
-            .collect()
+        (0..keyed.len()).map(|i| crate::fold::Group { label: keyed[i].0.clone(), members: vec![i] }).collect()
     } else {
         fold(&keyed)
     };
     for g in groups {
         let first = g.members[0];
         let index = index_label(&g.members);
-        let name = if g.members.len() == 1 {
-            g.label.clone()
-        } else {
-            format!("{} ×{}", g.label, g.members.len())
-        };
+        let name = if g.members.len() == 1 { g.label.clone() } else { format!("{} ×{}", g.label, g.members.len()) };
         let (dtype, shape) = &keyed[first].1;
         let mut row = vec![index, name, dtype.clone(), shape.replace('\u{0}', &g.label)];
         if let Some(f) = status {
@@ -143,11 +90,7 @@ fn index_label(members: &[usize]) -> String {
     } else if last - members[0] + 1 == members.len() {
         format!("{}..{last}", members[0])
     } else if members.len() <= 4 {
-        members
-            .iter()
-            .map(usize::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
+        members.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
     } else {
         format!("{},{},{},…,{last}", members[0], members[1], members[2])
     }
@@ -155,11 +98,11 @@ fn index_label(members: &[usize]) -> String {
 
 pub fn signature(path: &str, sig: &Signature, unfold: bool) -> String {
     format!(
-        "{}\n\n{} inputs\n{}\n{} outputs\n{}\n",
+        "{}\n\n{}\n{}\n{}\n{}\n",
         model_header(path, sig),
-        sig.inputs.len(),
+        plural(sig.inputs.len(), "input"),
         ports_table("input", &sig.inputs, unfold, None),
-        sig.outputs.len(),
+        plural(sig.outputs.len(), "output"),
         ports_table("output", &sig.outputs, unfold, None),
     )
 }
@@ -169,11 +112,7 @@ pub fn diff(a_path: &str, b_path: &str, d: &Diff) -> String {
     let mut h = new_table(&["", "A", "B"]);
     for row in &d.header {
         let mark = if row.a == row.b { "" } else { "  ≠" };
-        h.add_row(vec![
-            format!("{}{mark}", row.field),
-            row.a.clone(),
-            row.b.clone(),
-        ]);
+        h.add_row(vec![format!("{}{mark}", row.field), row.a.clone(), row.b.clone()]);
     }
     let _ = writeln!(out, "{h}");
     if d.rows.is_empty() {
@@ -187,11 +126,7 @@ pub fn diff(a_path: &str, b_path: &str, d: &Diff) -> String {
             Change::OnlyInB => format!("{} only in B", r.side),
             Change::Differs => format!("{} differs", r.side),
         };
-        let label = if r.names.len() > 1 {
-            format!("{} ×{}", r.label, r.names.len())
-        } else {
-            r.label.clone()
-        };
+        let label = if r.names.len() > 1 { format!("{} ×{}", r.label, r.names.len()) } else { r.label.clone() };
         let (a, b) = match r.change {
             Change::OnlyInA => (r.a.clone(), "—".to_string()),
             Change::OnlyInB => ("—".to_string(), r.b.clone()),
@@ -200,11 +135,7 @@ pub fn diff(a_path: &str, b_path: &str, d: &Diff) -> String {
         t.add_row(vec![what, label, a, b]);
     }
     let count = |c: Change, side: &str| -> usize {
-        d.rows
-            .iter()
-            .filter(|r| r.change == c && r.side == side)
-            .map(|r| r.names.len())
-            .sum()
+        d.rows.iter().filter(|r| r.change == c && r.side == side).map(|r| r.names.len()).sum()
     };
     let _ = writeln!(out, "\n{t}");
     let _ = writeln!(
@@ -221,38 +152,21 @@ pub fn diff(a_path: &str, b_path: &str, d: &Diff) -> String {
 }
 
 /// The signature with a per-row contract status, then the findings, then the verdict.
-pub fn check(
-    model_path: &str,
-    sig: &Signature,
-    contract: &Contract,
-    findings: &[Finding],
-) -> String {
+pub fn check(model_path: &str, sig: &Signature, contract: &Contract, findings: &[Finding]) -> String {
     let mut out = model_header(model_path, sig);
-    let params: Vec<String> = contract
-        .params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
+    let params: Vec<String> = contract.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let _ = writeln!(
         out,
         "\ncontract {} ({}){}",
         contract.path.display(),
         contract.name,
-        if params.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", params.join(" "))
-        }
+        if params.is_empty() { String::new() } else { format!(": {}", params.join(" ")) }
     );
     let status = |names: &[&str]| -> String {
         let mut codes: Vec<&str> = findings
             .iter()
             .filter(|f| f.severity > Severity::Info)
-            .filter(|f| {
-                names
-                    .iter()
-                    .any(|n| f.tensor.as_deref() == Some(n) || f.names.iter().any(|m| m == n))
-            })
+            .filter(|f| names.iter().any(|n| f.tensor.as_deref() == Some(n) || f.names.iter().any(|m| m == n)))
             .map(|f| f.code.as_str())
             .collect();
         codes.dedup();
@@ -266,10 +180,10 @@ pub fn check(
     out.push_str(&findings_table(findings));
     let _ = write!(
         out,
-        "\n{} inputs\n{}\n{} outputs\n{}\n",
-        sig.inputs.len(),
+        "\n{}\n{}\n{}\n{}\n",
+        plural(sig.inputs.len(), "input"),
         ports_table("input", &sig.inputs, false, Some(&status)),
-        sig.outputs.len(),
+        plural(sig.outputs.len(), "output"),
         ports_table("output", &sig.outputs, false, Some(&status)),
     );
     let _ = writeln!(out, "\n{}", verdict_line(findings));
@@ -278,14 +192,8 @@ pub fn check(
 
 /// `verdict: FAIL (3 errors, 2 warnings): expected 28 inputs, found 15: 13 missing`
 pub fn verdict_line(findings: &[Finding]) -> String {
-    let errors = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .count();
-    let warnings = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Warning)
-        .count();
+    let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
+    let warnings = findings.iter().filter(|f| f.severity == Severity::Warning).count();
     let mut s = format!(
         "verdict: {} ({} error{}, {} warning{})",
         verdict(findings).to_uppercase(),
