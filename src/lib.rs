@@ -7,6 +7,7 @@
 pub mod contract;
 pub mod diff;
 pub mod exit;
+mod file_buf;
 pub mod finding;
 pub mod fold;
 mod onnx_proto;

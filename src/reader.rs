@@ -1,10 +1,12 @@
 //! Reads a [`Signature`] from an `.onnx` file without loading its weights.
 //!
-//! The file is memory-mapped and decoded with the trimmed schema in
-//! `onnx_proto`, so weight bytes are skipped, never copied or paged in.
+//! The file is decoded through `FileBuf` with the trimmed schema in
+//! `onnx_proto`, so weight bytes are skipped by seeking, never read.
 
+use crate::file_buf::FileBuf;
 use crate::onnx_proto as pb;
 use crate::signature::{Dim, ElemType, ExternalRef, Opset, Port, Signature, ValueType};
+use bytes::Buf;
 use prost::Message;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -42,22 +44,45 @@ pub fn read_signature(path: &Path) -> Result<Signature, ModelError> {
     if meta.len() == 0 {
         return Err(ModelError::Empty { path: path.to_path_buf() });
     }
-    // SAFETY: the map is read-only and lives only for this call; a file
-    // truncated underneath us by another process is the caller's race.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?;
-    let mut sig =
-        signature_from_bytes(&map).map_err(|reason| ModelError::NotOnnx { path: path.to_path_buf(), reason })?;
+    let mut buf = FileBuf::new(&file, meta.len());
+    let not_onnx = |reason| ModelError::NotOnnx { path: path.to_path_buf(), reason };
+    let head = buf.chunk();
+    if let Some(kind) = sniff_text(&head[..head.len().min(512)]) {
+        return Err(not_onnx(format!("this is a {kind} file, not a binary ONNX protobuf")));
+    }
+    let decoded = pb::ModelProto::decode(&mut buf);
+    if let Some(source) = buf.error.take() {
+        return Err(io_err(source));
+    }
+    let model = decoded.map_err(|e| not_onnx(describe_decode_error(&e, meta.len())))?;
+    let mut sig = signature_from_model(&model).map_err(not_onnx)?;
     sig.file_size = meta.len();
     Ok(sig)
 }
 
-/// Decodes a serialized `ModelProto`. The error is a sentence for a person.
+/// prost says "buffer underflow" for a file that ends mid-message.
+fn describe_decode_error(e: &prost::DecodeError, len: u64) -> String {
+    let text = e.to_string();
+    if text.contains("buffer underflow") {
+        format!("truncated or corrupt protobuf: a field runs past the end of the file ({len} bytes) ({text})")
+    } else {
+        format!("protobuf decode failed: {text}")
+    }
+}
+
+/// Decodes a serialized `ModelProto` held in memory. The error is a sentence for a person.
 pub fn signature_from_bytes(bytes: &[u8]) -> Result<Signature, String> {
-    if let Some(kind) = sniff_text(bytes) {
+    if let Some(kind) = sniff_text(&bytes[..bytes.len().min(512)]) {
         return Err(format!("this is a {kind} file, not a binary ONNX protobuf"));
     }
-    let model = pb::ModelProto::decode(bytes).map_err(|e| format!("protobuf decode failed: {e}"))?;
-    looks_like_model(&model)?;
+    let model = pb::ModelProto::decode(bytes).map_err(|e| describe_decode_error(&e, bytes.len() as u64))?;
+    let mut sig = signature_from_model(&model)?;
+    sig.file_size = bytes.len() as u64;
+    Ok(sig)
+}
+
+fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
+    looks_like_model(model)?;
     let graph = model.graph.as_ref().expect("checked by looks_like_model");
 
     let initializers: HashSet<&str> = graph
@@ -73,7 +98,7 @@ pub fn signature_from_bytes(bytes: &[u8]) -> Result<Signature, String> {
 
     let mut counts = SubgraphCounts::default();
     for node in &graph.node {
-        counts.visit_node(node, 0);
+        counts.visit_node(node);
     }
 
     let mut external_data = Vec::new();
@@ -95,14 +120,13 @@ pub fn signature_from_bytes(bytes: &[u8]) -> Result<Signature, String> {
         if_node_count: counts.if_nodes,
         initializer_count: graph.initializer.len() + graph.sparse_initializer.len(),
         external_data,
-        file_size: bytes.len() as u64,
+        file_size: 0,
     })
 }
 
 /// Text files renamed to `.onnx` are a common mistake; name them instead of
 /// printing a protobuf wire-type error.
-fn sniff_text(bytes: &[u8]) -> Option<&'static str> {
-    let head = &bytes[..bytes.len().min(512)];
+fn sniff_text(head: &[u8]) -> Option<&'static str> {
     let text = std::str::from_utf8(head).ok().or_else(|| {
         // A multi-byte character may be cut at 512.
         std::str::from_utf8(&head[..head.len().saturating_sub(3)]).ok()
@@ -176,7 +200,7 @@ struct SubgraphCounts {
 }
 
 impl SubgraphCounts {
-    fn visit_node(&mut self, node: &pb::NodeProto, depth: usize) {
+    fn visit_node(&mut self, node: &pb::NodeProto) {
         if node.op_type.as_deref() == Some("If") {
             self.if_nodes += 1;
         }
@@ -184,7 +208,7 @@ impl SubgraphCounts {
             for g in attr.g.iter().chain(attr.graphs.iter()) {
                 self.subgraph_nodes += g.node.len();
                 for n in &g.node {
-                    self.visit_node(n, depth + 1);
+                    self.visit_node(n);
                 }
             }
         }

@@ -139,7 +139,8 @@ fn gpt2_spec_passes_and_detects_renamed_and_retyped_inputs() {
     assert!(check(&sig, &c).iter().all(|f| f.severity != Severity::Error));
 
     // Exporter-version drift: int32 mask, batch renamed on one tensor.
-    if let ValueType::Tensor { elem, .. } = &mut sig.inputs.iter_mut().find(|p| p.name == "attention_mask").unwrap().ty {
+    if let ValueType::Tensor { elem, .. } = &mut sig.inputs.iter_mut().find(|p| p.name == "attention_mask").unwrap().ty
+    {
         *elem = ElemType::Known("int32");
     }
     if let ValueType::Tensor { shape: Some(d), .. } = &mut sig.outputs[0].ty {
@@ -149,7 +150,11 @@ fn gpt2_spec_passes_and_detects_renamed_and_retyped_inputs() {
     let dtype = f.iter().find(|f| f.code == Code::Dtype).unwrap();
     assert_eq!(dtype.message, "attention_mask: dtype is int32, contract expects int64");
     let bind = f.iter().find(|f| f.code == Code::DimBinding).unwrap();
-    assert!(bind.message.contains("axis 0 is `batch`, but `batch` is `batch_size` in input_ids axis 0"), "{}", bind.message);
+    assert!(
+        bind.message.contains("axis 0 is `batch`, but `batch` is `batch_size` in input_ids axis 0"),
+        "{}",
+        bind.message
+    );
 }
 
 #[test]
@@ -204,8 +209,18 @@ fn json_reports_have_the_documented_shape() {
 
     let m15 = model(MARIAN_15);
     let (code, report) = json(&[
-        "check", "--format", "json", path_str(&m15), "--contract", "specs/marian-decoder-merged.yaml",
-        "--param", "hidden=32", "--param", "head_dim=4", "--param", "vocab=1000",
+        "check",
+        "--format",
+        "json",
+        path_str(&m15),
+        "--contract",
+        "specs/marian-decoder-merged.yaml",
+        "--param",
+        "hidden=32",
+        "--param",
+        "head_dim=4",
+        "--param",
+        "vocab=1000",
     ]);
     assert_eq!(code, 2);
     assert_eq!(report["verdict"], "fail");
