@@ -17,6 +17,12 @@ Each fixture isolates one situation from ../shared/context/field-notes.md:
                         25 outputs), IR 7, opset 12.
   gpt2-tiny/            optimum text-generation-with-past export of a GPT-2-style
                         decoder-only model.
+  marian-baked-past/    incident 2's failure, made real: the with-past decoder
+                        is traced by a wrapper that turns the past length into a
+                        Python int (1 at trace time), then merged with optimum's
+                        merge_decoders. Its signature is exactly right; step 1
+                        (past 1) works and step 2 (past 2) fails in a Reshape
+                        inside the If's cache branch.
 """
 import os
 import shutil
@@ -168,10 +174,100 @@ def gen_gpt2_tiny():
     export_optimum(model, "text-generation-with-past", HERE / "gpt2-tiny", ["model.onnx"])
 
 
+class BakedPastDecoder(torch.nn.Module):
+    """optimum's decoder_with_past I/O, but the past length is read with int().
+
+    Tracing turns `int(past.shape[2])` into a constant, so the Reshape below
+    only accepts the trace-time length: the classic silent export bug.
+    """
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.layers = model.config.decoder_layers
+
+    def forward(self, encoder_attention_mask, input_ids, *past):
+        from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+        self_cache, cross_cache = DynamicCache(), DynamicCache()
+        for layer in range(self.layers):
+            k, v, ck, cv = past[4 * layer : 4 * layer + 4]
+            self_cache.update(k, v, layer)
+            cross_cache.update(ck, cv, layer)
+        out = self.model(
+            input_ids=None,
+            decoder_input_ids=input_ids,
+            encoder_outputs=(torch.zeros(input_ids.shape[0], past[2].shape[2], self.model.config.d_model),),
+            attention_mask=encoder_attention_mask,
+            past_key_values=EncoderDecoderCache(self_cache, cross_cache),
+            use_cache=True,
+            return_dict=True,
+        )
+        baked = int(past[0].shape[2]) + 1  # the bug: a Python int while tracing
+        flat = [out.logits]
+        legacy = out.past_key_values.to_legacy_cache()
+        for layer in range(self.layers):
+            k, v = legacy[layer][0], legacy[layer][1]
+            flat += [k.reshape(k.shape[0], k.shape[1], baked, k.shape[3]), v]
+        return tuple(flat)
+
+
+def gen_marian_baked_past():
+    from optimum.onnx import merge_decoders
+
+    model = marian_model("eager")
+    L, H, D = MARIAN["decoder_layers"], MARIAN["decoder_attention_heads"], MARIAN["d_model"] // MARIAN["decoder_attention_heads"]
+    enc_len, past_len = 5, 1
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        # The no-cache branch is optimum's own decoder, exported as usual.
+        onnx_export_from_model(model, tmp / "ref", task="text2text-generation-with-past", do_validation=False)
+        in_names = ["encoder_attention_mask", "input_ids"]
+        axes = {
+            "encoder_attention_mask": {0: "batch_size", 1: "encoder_sequence_length"},
+            "input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
+            "logits": {0: "batch_size", 1: "decoder_sequence_length"},
+        }
+        past = []
+        for layer in range(L):
+            for part, seq, n in (("decoder", "past_decoder_sequence_length", past_len), ("encoder", "encoder_sequence_length", enc_len)):
+                for kv in ("key", "value"):
+                    name = f"past_key_values.{layer}.{part}.{kv}"
+                    in_names.append(name)
+                    axes[name] = {0: "batch_size", 2: seq}
+                    past.append(torch.randn(1, H, n, D))
+        out_names = ["logits"]
+        for layer in range(L):
+            for kv in ("key", "value"):
+                name = f"present.{layer}.decoder.{kv}"
+                out_names.append(name)
+                axes[name] = {0: "batch_size", 2: "past_decoder_sequence_length + decoder_sequence_length"}
+        with_past = tmp / "decoder_with_past_model.onnx"
+        torch.onnx.export(
+            BakedPastDecoder(model),
+            (torch.ones(1, enc_len, dtype=torch.int64), torch.tensor([[7]]), *past),
+            str(with_past),
+            input_names=in_names,
+            output_names=out_names,
+            dynamic_axes=axes,
+            opset_version=18,
+            dynamo=False,
+        )
+        out = HERE / "marian-baked-past"
+        out.mkdir(parents=True, exist_ok=True)
+        merge_decoders(
+            str(tmp / "ref" / "decoder_model.onnx"),
+            str(with_past),
+            save_path=str(out / "decoder_model_merged.onnx"),
+            strict=False,
+        )
+
+
 GENERATORS = {
     "marian-tiny": gen_marian_tiny,
     "marian-15-inputs": gen_marian_15_inputs,
     "gpt2-tiny": gen_gpt2_tiny,
+    "marian-baked-past": gen_marian_baked_past,
 }
 
 if __name__ == "__main__":
