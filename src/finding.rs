@@ -56,6 +56,19 @@ codes! {
     DimName = "dim-name": "A symbolic dimension is named differently from the contract's pinned name.",
     DimBinding = "dim-binding": "One contract dimension variable binds to two different model dims.",
     Order = "order": "Inputs or outputs are in another order than the contract's.",
+    RuntimeLoad = "runtime-load": "The ONNX Runtime library could not be loaded.",
+    ModelLoad = "model-load": "ONNX Runtime refused to load the model (IR version, opset, unknown operator).",
+    Compat = "runtime-compat": "The model needs a newer ONNX Runtime than the target (IR version or opset).",
+    Plan = "plan": "The model cannot be driven as a KV-cache decoder (an input nobody knows how to feed, no fixed size).",
+    RunFailed = "run-failed": "ONNX Runtime returned an error at a decoding step.",
+    Crash = "crash": "The process running ONNX Runtime died (segfault, abort) or hung.",
+    StepOutput = "step-output": "An output was not produced at a step.",
+    LogitsShape = "logits-shape": "Logits are not [batch, new tokens, vocab].",
+    NonFinite = "non-finite": "Logits contain NaN or Inf.",
+    CacheGrowth = "cache-growth": "A self-attention present does not grow by the tokens fed.",
+    CrossCache = "cross-cache": "A cross-attention present does not keep the encoder length.",
+    Parity = "parity": "Cached logits differ from recomputing the prefix without cache.",
+    RuntimeSkipped = "runtime-skipped": "The runtime check did not run (static errors first).",
 }
 
 /// One difference between a model and what was expected of it.
@@ -74,6 +87,21 @@ pub struct Finding {
     /// 1-based line of the contract entry that asked for this check.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub contract_line: Option<u64>,
+    /// Decoding step (runtime findings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<usize>,
+    /// Past length fed at step 0 in the run that produced this finding.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step0_past_len: Option<i64>,
+    /// Node path, also inside `If` branches (`optimum::if (then_branch) → /Reshape_5`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// One line on what this pattern usually means.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// ONNX Runtime version the finding was seen with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
 }
 
 fn ser_code<S: serde::Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> {
@@ -82,7 +110,19 @@ fn ser_code<S: serde::Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> {
 
 impl Finding {
     pub fn new(code: Code, severity: Severity, message: impl Into<String>) -> Self {
-        Finding { code, severity, message: message.into(), tensor: None, names: Vec::new(), contract_line: None }
+        Finding {
+            code,
+            severity,
+            message: message.into(),
+            tensor: None,
+            names: Vec::new(),
+            contract_line: None,
+            step: None,
+            step0_past_len: None,
+            node: None,
+            cause: None,
+            runtime: None,
+        }
     }
     pub fn error(code: Code, message: impl Into<String>) -> Self {
         Self::new(code, Severity::Error, message)
@@ -96,6 +136,15 @@ impl Finding {
     }
     pub fn names(mut self, names: Vec<String>) -> Self {
         self.names = names;
+        self
+    }
+    pub fn at_step(mut self, step: usize, step0_past_len: i64) -> Self {
+        self.step = Some(step);
+        self.step0_past_len = Some(step0_past_len);
+        self
+    }
+    pub fn cause(mut self, cause: Option<String>) -> Self {
+        self.cause = cause;
         self
     }
     pub fn line(mut self, line: Option<u64>) -> Self {

@@ -13,4 +13,5 @@ pub mod fold;
 mod onnx_proto;
 pub mod reader;
 pub mod render;
+pub mod runtime;
 pub mod signature;

@@ -3,9 +3,10 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use onnx_contract::contract::{self, ContractError};
 use onnx_contract::exit;
-use onnx_contract::finding::verdict;
+use onnx_contract::finding::{verdict, Code, Finding, Severity};
 use onnx_contract::reader::{read_signature, ModelError};
 use onnx_contract::render::{json, table};
+use onnx_contract::runtime::{self, locate};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -50,19 +51,56 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
-    /// Check a model against a contract.
-    Check {
-        model: PathBuf,
-        /// The YAML contract (see specs/).
-        #[arg(long, short)]
-        contract: PathBuf,
-        /// Override a contract parameter, e.g. --param hidden=32 (repeatable).
-        #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
-        params: Vec<(String, i64)>,
-        /// Only the static signature check (no ONNX Runtime).
-        #[arg(long)]
-        static_only: bool,
-    },
+    /// Check a model against a contract: the static signature check, then a
+    /// KV-cache smoke test on real ONNX Runtime (in a child process).
+    Check(CheckArgs),
+    /// (internal) The child process that drives ONNX Runtime.
+    #[command(name = "__drive-child", hide = true)]
+    DriveChild,
+}
+
+#[derive(clap::Args, Debug)]
+struct CheckArgs {
+    model: PathBuf,
+    /// The YAML contract (see specs/).
+    #[arg(long, short)]
+    contract: PathBuf,
+    /// Override a contract parameter, e.g. --param hidden=32 (repeatable).
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    params: Vec<(String, i64)>,
+    /// Only the static signature check (no ONNX Runtime).
+    #[arg(long)]
+    static_only: bool,
+    /// Run the runtime check even when the static check failed.
+    #[arg(long)]
+    force_run: bool,
+    /// Decoding steps to drive (the field failure happened at step 2).
+    #[arg(long, default_value_t = 4)]
+    steps: usize,
+    /// Batch size of the feeds.
+    #[arg(long, default_value_t = 1)]
+    batch: i64,
+    /// Seed for token ids and random encoder states.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Produce encoder_hidden_states with this encoder model (seq2seq).
+    #[arg(long, value_name = "ENCODER.onnx")]
+    encoder: Option<PathBuf>,
+    /// Recompute uncached logits with this model (e.g. decoder_model.onnx)
+    /// instead of the merged decoder's no-cache branch.
+    #[arg(long, value_name = "DECODER.onnx")]
+    no_cache_model: Option<PathBuf>,
+    /// ONNX Runtime library to use; repeat to check against several runtimes.
+    /// Default: ORT_DYLIB_PATH, the python onnxruntime package, our cache,
+    /// system paths, then a pip fetch of the pinned version.
+    #[arg(long = "ort-lib", value_name = "PATH")]
+    ort_libs: Vec<PathBuf>,
+    /// Never fetch ONNX Runtime with pip; fail if none is installed.
+    #[arg(long)]
+    no_fetch: bool,
+    /// Seconds before a hung runtime is killed.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
 }
 
 fn parse_param(s: &str) -> Result<(String, i64), String> {
@@ -91,6 +129,9 @@ impl From<ContractError> for Fail {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some(runtime::child::CHILD_ARG) {
+        return ExitCode::from(runtime::child::child_main() as u8);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -172,16 +213,111 @@ fn run(cli: Cli) -> Result<i32, Fail> {
             }
             Ok(exit::OK)
         }
-        Command::Check { model, contract: spec, params, static_only: _ } => {
-            let contract = contract::load(&spec, &params)?;
-            let sig = read_signature(&model)?;
-            let findings = contract::check(&sig, &contract);
-            if json_out {
-                emit_json(&json::check(&display(&model), &contract, &findings));
-            } else {
-                emit(&table::check(&display(&model), &sig, &contract, &findings));
+        Command::Check(args) => check(args, json_out),
+        Command::DriveChild => Ok(runtime::child::child_main()),
+    }
+}
+
+fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
+    let contract = contract::load(&args.contract, &args.params)?;
+    let sig = read_signature(&args.model)?;
+    let mut findings = contract::check(&sig, &contract);
+    let static_failed = verdict(&findings) == "fail";
+    let mut reports = Vec::new();
+    if !args.static_only {
+        if static_failed && !args.force_run {
+            findings.push(Finding::new(
+                Code::RuntimeSkipped,
+                Severity::Warning,
+                "runtime check not run: the static check failed, so a run would only repeat it (--force-run runs it anyway)",
+            ));
+        } else {
+            match runtime::plan::build(&sig, &contract, args.batch) {
+                Err(message) => findings.push(Finding::error(Code::Plan, message)),
+                Ok(plan) => {
+                    let libs = runtime_libs(&args)?;
+                    let exe = std::env::current_exe().map_err(|e| Fail {
+                        code: exit::INTERNAL,
+                        kind: "internal",
+                        message: format!("current_exe: {e}"),
+                    })?;
+                    let options = runtime::Options {
+                        steps: args.steps,
+                        batch: args.batch,
+                        seed: args.seed,
+                        encoder: args.encoder.clone(),
+                        no_cache_model: args.no_cache_model.clone(),
+                        ..Default::default()
+                    };
+                    for lib in libs {
+                        let job = runtime::driver::Job {
+                            model: args.model.clone(),
+                            ort_lib: lib.path.clone(),
+                            plan: plan.clone(),
+                            options: options.clone(),
+                        };
+                        let report = runtime::child::run(
+                            &exe,
+                            &job,
+                            &lib.source.to_string(),
+                            std::time::Duration::from_secs(args.timeout),
+                        );
+                        findings.extend(report.findings.iter().cloned());
+                        reports.push(report);
+                    }
+                }
             }
-            Ok(if verdict(&findings) == "pass" { exit::OK } else { exit::VIOLATED })
+        }
+    }
+    let model = display(&args.model);
+    if json_out {
+        emit_json(&json::check(&model, &contract, &findings, &reports));
+    } else {
+        emit(&table::check(&model, &sig, &contract, &findings, &reports));
+    }
+    let runtime_missing = findings.iter().any(|f| f.code == Code::RuntimeLoad);
+    Ok(if static_failed {
+        exit::VIOLATED
+    } else if runtime_missing {
+        exit::NO_RUNTIME
+    } else if verdict(&findings) == "pass" {
+        exit::OK
+    } else {
+        exit::VIOLATED
+    })
+}
+
+/// The runtimes to check against; fetches the pinned one with pip only when
+/// nothing is installed and fetching is allowed (announced on stderr).
+fn runtime_libs(args: &CheckArgs) -> Result<Vec<locate::Located>, Fail> {
+    if !args.ort_libs.is_empty() {
+        return Ok(args
+            .ort_libs
+            .iter()
+            .map(|p| locate::Located { path: p.clone(), source: locate::Source::Flag })
+            .collect());
+    }
+    let no_fetch =
+        args.no_fetch || std::env::var_os("ONNX_CONTRACT_NO_FETCH").is_some_and(|v| !v.is_empty() && v != "0");
+    match locate::locate(None) {
+        Ok(l) => Ok(vec![l]),
+        Err(not_found) if no_fetch => {
+            Err(Fail { code: exit::NO_RUNTIME, kind: "runtime", message: not_found.to_string() })
+        }
+        Err(not_found) => {
+            eprintln!(
+                "onnx-contract: no ONNX Runtime installed; fetching onnxruntime=={} with pip into {} (once; --no-fetch forbids this)",
+                locate::PINNED_ORT,
+                locate::cache_root().display()
+            );
+            match locate::fetch_pinned() {
+                Ok(path) => Ok(vec![locate::Located { path, source: locate::Source::Cache }]),
+                Err(e) => Err(Fail {
+                    code: exit::NO_RUNTIME,
+                    kind: "runtime",
+                    message: format!("{not_found}\n  fetching failed: {e}"),
+                }),
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 use crate::contract::Contract;
 use crate::diff::{Change, Diff};
 use crate::finding::{verdict, Finding};
+use crate::runtime::RuntimeReport;
 use crate::signature::{Port, Signature, ValueType};
 use serde_json::{json, Value};
 
@@ -57,8 +58,10 @@ pub fn diff(a: &str, b: &str, d: &Diff) -> Value {
     })
 }
 
-pub fn check(model: &str, contract: &Contract, findings: &[Finding]) -> Value {
+pub fn check(model: &str, contract: &Contract, findings: &[Finding], runtimes: &[RuntimeReport]) -> Value {
     json!({
+        "runtime": runtimes.first(),
+        "runtimes": runtimes,
         "model": model,
         "contract": contract.path.display().to_string(),
         "contract_name": contract.name,

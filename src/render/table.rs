@@ -5,6 +5,7 @@ use crate::contract::Contract;
 use crate::diff::{Change, Diff};
 use crate::finding::{verdict, Finding, Severity};
 use crate::fold::fold;
+use crate::runtime::report::{RuntimeReport, StepRow};
 use crate::signature::{Port, Signature};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use std::fmt::Write;
@@ -152,7 +153,13 @@ pub fn diff(a_path: &str, b_path: &str, d: &Diff) -> String {
 }
 
 /// The signature with a per-row contract status, then the findings, then the verdict.
-pub fn check(model_path: &str, sig: &Signature, contract: &Contract, findings: &[Finding]) -> String {
+pub fn check(
+    model_path: &str,
+    sig: &Signature,
+    contract: &Contract,
+    findings: &[Finding],
+    runtimes: &[RuntimeReport],
+) -> String {
     let mut out = model_header(model_path, sig);
     let params: Vec<String> = contract.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let _ = writeln!(
@@ -186,7 +193,121 @@ pub fn check(model_path: &str, sig: &Signature, contract: &Contract, findings: &
         plural(sig.outputs.len(), "output"),
         ports_table("output", &sig.outputs, false, Some(&status)),
     );
+    for r in runtimes {
+        out.push_str(&runtime_section(r));
+    }
     let _ = writeln!(out, "\n{}", verdict_line(findings));
+    out
+}
+
+fn shape_str(s: &Option<Vec<i64>>) -> String {
+    match s {
+        Some(v) => format!("{v:?}"),
+        None => "?".into(),
+    }
+}
+
+/// Steps run, then (on failure) the shape trace and the failing node's inputs.
+pub fn runtime_section(r: &RuntimeReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nruntime: ONNX Runtime {} ({}: {}){}",
+        r.ort_version.as_deref().unwrap_or("?"),
+        r.ort_source,
+        r.ort_path,
+        r.session_seconds.map(|s| format!(", session created in {s:.2} s")).unwrap_or_default()
+    );
+    if r.steps.is_empty() {
+        return out;
+    }
+    let mut t = new_table(&[
+        "step-0 past",
+        "step",
+        "result",
+        "ms",
+        "parity max |Δ|",
+        "logits",
+        "self-attn present",
+        "cross-attn present",
+    ]);
+    for row in &r.steps {
+        let out_shape = |pred: &dyn Fn(&str) -> bool| {
+            row.outputs.iter().find(|o| pred(&o.name)).map(|o| shape_str(&o.shape)).unwrap_or_default()
+        };
+        let result = if row.ok {
+            "ok".to_string()
+        } else if row.error.is_some() {
+            "FAILED".to_string()
+        } else if row.seconds.is_none() {
+            "crashed".to_string()
+        } else {
+            "checks failed".to_string()
+        };
+        t.add_row(vec![
+            row.step0_past_len.to_string(),
+            row.step.to_string(),
+            result,
+            row.seconds.map(|s| format!("{:.1}", s * 1000.0)).unwrap_or_default(),
+            row.parity_max_abs_diff.map(|p| format!("{p:.2e}")).unwrap_or_default(),
+            out_shape(&|n| n == "logits"),
+            out_shape(&|n| n.starts_with("present") && !n.contains(".encoder.")),
+            out_shape(&|n| n.starts_with("present") && n.contains(".encoder.")),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    let failing = r.steps.iter().find(|row| !row.ok);
+    if let Some(fail) = failing {
+        // The shape trace: every feed's shape per step of the failing run.
+        let rows: Vec<&StepRow> =
+            r.steps.iter().filter(|x| x.step0_past_len == fail.step0_past_len && x.step <= fail.step).collect();
+        let mut header = vec!["feed".to_string()];
+        header.extend(rows.iter().map(|x| format!("step {}", x.step)));
+        let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+        let mut trace = new_table(&header_refs);
+        let names: Vec<(String, Vec<String>)> = fail
+            .feeds
+            .iter()
+            .map(|f| {
+                let cells = rows
+                    .iter()
+                    .map(|x| {
+                        x.feeds
+                            .iter()
+                            .find(|g| g.name == f.name)
+                            .map(|g| format!("{} {}", g.dtype, shape_str(&g.shape)))
+                            .unwrap_or("—".into())
+                    })
+                    .collect();
+                (f.name.clone(), cells)
+            })
+            .collect();
+        for g in fold(&names) {
+            let label =
+                if g.members.len() > 1 { format!("{} ×{}", g.label, g.members.len()) } else { g.label.clone() };
+            let mut row = vec![label];
+            row.extend(names[g.members[0]].1.iter().cloned());
+            trace.add_row(row);
+        }
+        let _ = writeln!(
+            out,
+            "shape trace (step-0 past length {}, up to the failing step {}):\n{trace}",
+            fail.step0_past_len, fail.step
+        );
+        if let Some(node) = &fail.failed_node {
+            let _ = writeln!(out, "failing node: {} ({})", node.path, node.op_type);
+            if !node.inputs.is_empty() {
+                let mut n = new_table(&["node input", "dtype", "shape at the failing step"]);
+                for i in &node.inputs {
+                    n.add_row(vec![i.name.clone(), i.dtype.clone(), shape_str(&i.shape)]);
+                }
+                let _ = writeln!(out, "{n}");
+            }
+            if let Some(e) = &node.trace_error {
+                let _ = writeln!(out, "(input shapes not traced: {e})");
+            }
+        }
+    }
     out
 }
 

@@ -1,0 +1,210 @@
+//! How to drive a model with a KV cache: which input gets what at each step.
+//! Built from the contract's `cache` section, with gaps filled from the
+//! signature for the families we know (optimum seq2seq merged decoders and
+//! decoder-only exports).
+
+use crate::contract::{Contract, DimRule};
+use crate::signature::{Dim, Signature};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// Encoder-decoder: encoder states in, cross-attention past kept from step 0.
+    Seq2Seq,
+    /// GPT-2 / Llama / Qwen2: attention_mask over past + new, position_ids.
+    DecoderOnly,
+}
+
+/// One past input and the present output that feeds it next step.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CacheTensor {
+    pub past: String,
+    pub present: String,
+    /// Past shape with the sequence axis left at 0, e.g. [batch, heads, 0, head_dim].
+    pub shape: Vec<i64>,
+    pub dtype: String,
+}
+
+/// Everything the driver needs; serialized to the child process.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Plan {
+    pub family: Family,
+    pub input_ids: String,
+    pub input_ids_dtype: String,
+    pub logits: String,
+    pub vocab: i64,
+    pub branch_flag: Option<String>,
+    pub self_past: Vec<CacheTensor>,
+    pub cross_past: Vec<CacheTensor>,
+    pub seq_axis: usize,
+    pub step0_past_lengths: Vec<i64>,
+    pub tolerance: f64,
+    pub attention_mask: Option<String>,
+    pub position_ids: Option<String>,
+    pub encoder_hidden_states: Option<String>,
+    pub encoder_attention_mask: Option<String>,
+    pub hidden: Option<i64>,
+    /// Inputs the plan cannot fill; the driver refuses to guess.
+    pub unknown_inputs: Vec<String>,
+    pub dtypes: Vec<(String, String)>,
+}
+
+fn fixed_from(sig_dim: Option<&Dim>, rule: Option<&DimRule>) -> Option<i64> {
+    match (sig_dim, rule) {
+        (Some(Dim::Fixed(v)), _) => Some(*v),
+        (_, Some(DimRule::Fixed(v, _))) => Some(*v),
+        _ => None,
+    }
+}
+
+fn param(contract: &Contract, name: &str) -> Option<i64> {
+    contract.params.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+}
+
+/// Builds the plan, or says in one sentence why the model cannot be driven.
+pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, String> {
+    let cache = contract.cache.clone().unwrap_or_default();
+    let has = |n: &str| sig.input(n).is_some();
+    let pick = |given: &Option<String>, default: &str| -> Option<String> {
+        match given {
+            Some(g) => Some(g.clone()),
+            None if has(default) => Some(default.to_string()),
+            None => None,
+        }
+    };
+    let input_ids = cache.input_ids.clone().unwrap_or_else(|| "input_ids".into());
+    let input_ids_dtype = match sig.input(&input_ids).and_then(|p| p.ty.tensor_parts()) {
+        Some((e, _)) => e.to_string(),
+        None => return Err(format!("the model has no `{input_ids}` input to feed tokens to")),
+    };
+    let logits = cache.logits.clone().unwrap_or_else(|| "logits".into());
+    let logits_port = sig.output(&logits).ok_or_else(|| format!("the model has no `{logits}` output"))?;
+    let vocab = match logits_port.ty.tensor_parts() {
+        Some((_, Some(d))) => match d.last() {
+            Some(Dim::Fixed(v)) => Some(*v),
+            _ => None,
+        },
+        _ => None,
+    }
+    .or_else(|| param(contract, "vocab"))
+    .ok_or("the vocabulary size is neither a fixed last axis of logits nor a `vocab` parameter")?;
+
+    let encoder_hidden_states = pick(&cache.encoder_hidden_states, "encoder_hidden_states");
+    let family = if encoder_hidden_states.is_some() || sig.inputs.iter().any(|p| p.name.contains(".encoder.")) {
+        Family::Seq2Seq
+    } else {
+        Family::DecoderOnly
+    };
+    let branch_flag = pick(&cache.branch_flag, "use_cache_branch");
+    let seq_axis = cache.seq_axis.unwrap_or(2);
+    let (from, to) = cache.present_prefix.clone().unwrap_or(("past_key_values".into(), "present".into()));
+
+    let expand = |templates: &[String]| -> Vec<String> {
+        let mut names = Vec::new();
+        for t in templates {
+            for input in &contract.inputs {
+                if input.template == *t || input.name == *t {
+                    names.push(input.name.clone());
+                }
+            }
+        }
+        names
+    };
+    let mut self_names = expand(&cache.self_past);
+    let mut cross_names = expand(&cache.cross_past);
+    if cache.self_past.is_empty() && cache.cross_past.is_empty() {
+        for p in &sig.inputs {
+            if p.name.starts_with(&from) {
+                if p.name.contains(".encoder.") {
+                    cross_names.push(p.name.clone());
+                } else {
+                    self_names.push(p.name.clone());
+                }
+            }
+        }
+    }
+    let tensor = |past: &str| -> Result<CacheTensor, String> {
+        let present = past.replacen(&from, &to, 1);
+        let port = sig.input(past).ok_or_else(|| format!("cache input `{past}` is not in the model"))?;
+        if sig.output(&present).is_none() {
+            return Err(format!("cache input `{past}` has no matching output `{present}`"));
+        }
+        let (elem, dims) = port.ty.tensor_parts().ok_or_else(|| format!("`{past}` is not a tensor"))?;
+        let dims = dims.ok_or_else(|| format!("`{past}` declares no shape"))?;
+        let rule = contract.inputs.iter().find(|r| r.name == past).and_then(|r| r.shape.clone());
+        let mut shape = Vec::with_capacity(dims.len());
+        for (axis, d) in dims.iter().enumerate() {
+            let v = if axis == 0 {
+                batch
+            } else if axis == seq_axis {
+                0
+            } else {
+                fixed_from(Some(d), rule.as_ref().and_then(|r| r.get(axis))).ok_or_else(|| {
+                    format!(
+                        "`{past}` axis {axis} is `{d}`: give it a fixed size in the contract so the cache can be built"
+                    )
+                })?
+            };
+            shape.push(v);
+        }
+        Ok(CacheTensor { past: past.to_string(), present, shape, dtype: elem.to_string() })
+    };
+    let self_past = self_names.iter().map(|n| tensor(n)).collect::<Result<Vec<_>, _>>()?;
+    let cross_past = cross_names.iter().map(|n| tensor(n)).collect::<Result<Vec<_>, _>>()?;
+    if self_past.is_empty() {
+        return Err("no past inputs (past_key_values.*) to drive a cache with".into());
+    }
+
+    let hidden = encoder_hidden_states.as_ref().and_then(|e| {
+        let port = sig.input(e)?;
+        match port.ty.tensor_parts() {
+            Some((_, Some(d))) => match d.last() {
+                Some(Dim::Fixed(v)) => Some(*v),
+                _ => param(contract, "hidden"),
+            },
+            _ => param(contract, "hidden"),
+        }
+    });
+    let attention_mask = pick(&cache.attention_mask, "attention_mask");
+    let position_ids = pick(&cache.position_ids, "position_ids");
+    let encoder_attention_mask = pick(&cache.encoder_attention_mask, "encoder_attention_mask");
+
+    let ids = Some(input_ids.clone());
+    let known: Vec<&str> =
+        [&ids, &branch_flag, &attention_mask, &position_ids, &encoder_hidden_states, &encoder_attention_mask]
+            .into_iter()
+            .filter_map(|o| o.as_deref())
+            .chain(self_past.iter().chain(&cross_past).map(|c| c.past.as_str()))
+            .collect();
+    let unknown_inputs =
+        sig.inputs.iter().filter(|p| !known.contains(&p.name.as_str())).map(|p| p.name.clone()).collect();
+    let dtypes =
+        sig.inputs.iter().filter_map(|p| p.ty.tensor_parts().map(|(e, _)| (p.name.clone(), e.to_string()))).collect();
+    let step0_past_lengths = cache.step0_past_lengths.clone().unwrap_or_else(|| match family {
+        // Current optimum and transformers.js feed 0, older optimum 1: both must work.
+        Family::Seq2Seq => vec![0, 1],
+        // Length 1 runs but shifts the logits unless masked: 0 is the correct one.
+        Family::DecoderOnly => vec![0],
+    });
+    Ok(Plan {
+        family,
+        input_ids,
+        input_ids_dtype,
+        logits,
+        vocab,
+        branch_flag,
+        self_past,
+        cross_past,
+        seq_axis,
+        step0_past_lengths,
+        tolerance: cache.parity_tolerance.unwrap_or(1e-4),
+        attention_mask,
+        position_ids,
+        encoder_hidden_states,
+        encoder_attention_mask,
+        hidden,
+        unknown_inputs,
+        dtypes,
+    })
+}
