@@ -336,10 +336,17 @@ pub fn findings_table(findings: &[Finding]) -> String {
     }
     let mut t = new_table(&["severity", "code", "finding", "contract line"]);
     for f in findings {
+        let mut text = f.message.clone();
+        if let Some(node) = &f.node {
+            text.push_str(&format!("\nnode: {node}"));
+        }
+        if let Some(cause) = &f.cause {
+            text.push_str(&format!("\ncause: {cause}"));
+        }
         t.add_row(vec![
             f.severity.to_string(),
             f.code.as_str().to_string(),
-            f.message.clone(),
+            text,
             f.contract_line.map(|l| l.to_string()).unwrap_or_default(),
         ]);
     }

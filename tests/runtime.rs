@@ -1,0 +1,171 @@
+//! The runtime smoke test on real ONNX Runtime and the committed real models.
+//! Needs an ONNX Runtime library: `pip install onnxruntime==1.31.1` (what
+//! .ci/run does), or ORT_DYLIB_PATH. Without one these tests fail and say so.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+fn ort_lib() -> String {
+    match onnx_contract::runtime::locate::locate(None) {
+        Ok(l) => l.path.display().to_string(),
+        Err(e) => panic!("these tests need ONNX Runtime: {e}"),
+    }
+}
+
+const MARIAN_SPEC: &str = "specs/marian-decoder-merged.yaml";
+const TINY: [&str; 6] = ["--param", "hidden=32", "--param", "head_dim=4", "--param", "vocab=1000"];
+
+fn check_json(model_rel: &str, spec: &str, extra: &[&str]) -> (i32, Value) {
+    let lib = ort_lib();
+    let m = model(model_rel);
+    let mut args = vec!["check", "--format", "json", path_str(&m), "--contract", spec, "--ort-lib", &lib, "--no-fetch"];
+    args.extend_from_slice(extra);
+    json(&args)
+}
+
+fn steps(report: &Value) -> &Vec<Value> {
+    report["runtime"]["steps"].as_array().expect("runtime.steps")
+}
+
+fn shape_of(step: &Value, output: &str) -> Vec<i64> {
+    let o = step["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == output)
+        .unwrap_or_else(|| panic!("no {output}"));
+    o["shape"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect()
+}
+
+#[test]
+fn merged_marian_passes_with_growing_cache_and_parity_for_both_step0_lengths() {
+    let (code, r) = check_json(MARIAN_MERGED, MARIAN_SPEC, &TINY);
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(r["verdict"], "pass");
+    assert_eq!(r["runtime"]["ort_version"], "1.31.1");
+    let steps = steps(&r);
+    assert_eq!(steps.len(), 8, "4 steps for step-0 past lengths 0 and 1");
+    for s in steps {
+        assert_eq!(s["ok"], true, "{s:#}");
+        let k = s["step"].as_i64().unwrap();
+        // Self-attention cache grows by one per step; cross-attention keeps the encoder length at step 0.
+        assert_eq!(shape_of(s, "present.3.decoder.value"), vec![1, 8, k + 1, 4]);
+        if k == 0 {
+            assert_eq!(shape_of(s, "present.0.encoder.key"), vec![1, 8, 7, 4]);
+        } else {
+            let p = s["parity_max_abs_diff"].as_f64().unwrap();
+            assert!(p < 1e-4, "parity {p} at step {k}");
+        }
+        assert_eq!(shape_of(s, "logits"), vec![1, 1, 1000]);
+    }
+    let lens: Vec<i64> = steps.iter().map(|s| s["step0_past_len"].as_i64().unwrap()).collect();
+    assert_eq!(lens, [0, 0, 0, 0, 1, 1, 1, 1]);
+}
+
+#[test]
+fn gpt2_passes_with_parity_and_batch_two() {
+    let params = [
+        "--param",
+        "layers=2",
+        "--param",
+        "heads=4",
+        "--param",
+        "head_dim=8",
+        "--param",
+        "vocab=1000",
+        "--batch",
+        "2",
+        "--steps",
+        "3",
+    ];
+    let (code, r) = check_json(GPT2, "specs/gpt2-decoder.yaml", &params);
+    assert_eq!(code, 0, "{r:#}");
+    let steps = steps(&r);
+    assert_eq!(steps.len(), 3);
+    // A 4-token prompt at step 0, then one token per step.
+    assert_eq!(shape_of(&steps[0], "present.1.key"), vec![2, 4, 4, 8]);
+    assert_eq!(shape_of(&steps[2], "present.1.key"), vec![2, 4, 6, 8]);
+    for s in &steps[1..] {
+        assert!(s["parity_max_abs_diff"].as_f64().unwrap() < 1e-4);
+    }
+}
+
+#[test]
+fn fifteen_input_model_fails_before_any_run() {
+    let (code, r) = check_json(MARIAN_15, MARIAN_SPEC, &TINY);
+    assert_eq!(code, 2);
+    assert_eq!(r["findings"][0]["message"], "expected 28 inputs, found 15: 13 missing");
+    assert!(r["runtime"].is_null(), "no run: {r:#}");
+    assert!(r["findings"].as_array().unwrap().iter().any(|f| f["code"] == "runtime-skipped"));
+}
+
+#[test]
+fn baked_past_fails_at_step_2_with_node_path_cause_and_traced_shapes() {
+    let (code, r) = check_json("marian-baked-past/decoder_model_merged.onnx", MARIAN_SPEC, &TINY);
+    assert_eq!(code, 2, "{r:#}");
+    let f = r["findings"].as_array().unwrap().iter().find(|f| f["code"] == "run-failed").expect("run-failed finding");
+    assert_eq!(f["step"], 2);
+    assert_eq!(f["node"], "optimum::if (then_branch) → /Reshape_5");
+    assert!(f["message"].as_str().unwrap().contains("Reshape node `/Reshape_5`"), "{f:#}");
+    assert!(f["message"].as_str().unwrap().contains("Input shape:{1,8,3,4}, requested shape:{1,8,2,4}"));
+    assert!(f["cause"].as_str().unwrap().contains("fixed at export time"), "{f:#}");
+    // Steps 0 and 1 worked; the failing step's node inputs were traced by re-running the lifted branch.
+    let s = steps(&r);
+    assert_eq!(s[0]["ok"], true);
+    assert_eq!(s[1]["ok"], true);
+    assert_eq!(s[2]["step"], 2);
+    let node = &s[2]["failed_node"];
+    assert_eq!(node["op_type"], "Reshape");
+    assert_eq!(node["inputs"][0]["shape"], serde_json::json!([1, 8, 3, 4]));
+    assert_eq!(node["inputs"][1]["shape"], serde_json::json!([4]));
+}
+
+#[test]
+fn a_runtime_crash_becomes_a_finding_with_step_and_feeds() {
+    let lib = ort_lib();
+    let m = model(MARIAN_MERGED);
+    let out = bin()
+        .args(["check", "--format", "json", path_str(&m), "--contract", MARIAN_SPEC, "--ort-lib", &lib])
+        .args(TINY)
+        .env("ONNX_CONTRACT_FAULT", "segv@2")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let crash = r["findings"].as_array().unwrap().iter().find(|f| f["code"] == "crash").expect("crash finding");
+    assert_eq!(crash["step"], 2);
+    let msg = crash["message"].as_str().unwrap();
+    assert!(msg.contains("SIGSEGV"), "{msg}");
+    assert!(msg.contains("input_ids [1, 1]"), "{msg}");
+    // What ran before the crash is still reported.
+    let s = steps(&r);
+    assert_eq!(s[0]["ok"], true);
+    assert_eq!(s[1]["ok"], true);
+}
+
+#[test]
+fn a_file_that_is_not_a_runtime_is_a_clear_error() {
+    let m = model(MARIAN_MERGED);
+    let readme = root().join("Cargo.toml");
+    let (code, r) = json(&[
+        "check",
+        "--format",
+        "json",
+        path_str(&m),
+        "--contract",
+        MARIAN_SPEC,
+        "--ort-lib",
+        path_str(&readme),
+        "--param",
+        "hidden=32",
+        "--param",
+        "head_dim=4",
+        "--param",
+        "vocab=1000",
+    ]);
+    assert_eq!(code, 69, "{r:#}");
+    let f = r["findings"].as_array().unwrap().iter().find(|f| f["code"] == "runtime-load").expect("runtime-load");
+    assert!(f["message"].as_str().unwrap().contains("Cargo.toml"), "{f:#}");
+    assert!(f["cause"].as_str().unwrap().contains("could not be loaded as a shared library"), "{f:#}");
+}
