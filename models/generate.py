@@ -23,6 +23,10 @@ Each fixture isolates one situation from ../shared/context/field-notes.md:
                         merge_decoders. Its signature is exactly right; step 1
                         (past 1) works and step 2 (past 2) fails in a Reshape
                         inside the If's cache branch.
+  bart-tiny/, t5-tiny/, whisper-tiny/   optimum merged decoders of the other
+                        seq2seq families (decoder_model_merged.onnx only).
+  llama-tiny/, qwen2-tiny/   decoder-only exports with grouped-query attention
+                        (4 heads, 2 KV heads: the past's head axis is 2).
 """
 import os
 import shutil
@@ -263,11 +267,62 @@ def gen_marian_baked_past():
         )
 
 
+def _tiny_seq2seq(name, model, task="text2text-generation-with-past"):
+    export_optimum(model, task, HERE / name, ["decoder_model_merged.onnx"])
+
+
+def gen_bart_tiny():
+    torch.manual_seed(SEED)
+    cfg = transformers.BartConfig(
+        vocab_size=1000, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128,
+    )
+    _tiny_seq2seq("bart-tiny", transformers.BartForConditionalGeneration(cfg).eval())
+
+
+def gen_t5_tiny():
+    torch.manual_seed(SEED)
+    cfg = transformers.T5Config(vocab_size=1000, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4, decoder_start_token_id=0)
+    _tiny_seq2seq("t5-tiny", transformers.T5ForConditionalGeneration(cfg).eval())
+
+
+def gen_whisper_tiny():
+    torch.manual_seed(SEED)
+    cfg = transformers.WhisperConfig(
+        vocab_size=1000, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=80,
+        max_source_positions=1500, max_target_positions=64, pad_token_id=999, bos_token_id=998,
+        eos_token_id=997, decoder_start_token_id=996,
+    )
+    _tiny_seq2seq("whisper-tiny", transformers.WhisperForConditionalGeneration(cfg).eval(), "automatic-speech-recognition-with-past")
+
+
+def _tiny_decoder_only(name, model):
+    export_optimum(model, "text-generation-with-past", HERE / name, ["model.onnx"])
+
+
+def gen_llama_tiny():
+    torch.manual_seed(SEED)
+    cfg = transformers.LlamaConfig(vocab_size=1000, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    _tiny_decoder_only("llama-tiny", transformers.LlamaForCausalLM(cfg).eval())
+
+
+def gen_qwen2_tiny():
+    torch.manual_seed(SEED)
+    cfg = transformers.Qwen2Config(vocab_size=1000, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
+    _tiny_decoder_only("qwen2-tiny", transformers.Qwen2ForCausalLM(cfg).eval())
+
+
 GENERATORS = {
     "marian-tiny": gen_marian_tiny,
     "marian-15-inputs": gen_marian_15_inputs,
     "gpt2-tiny": gen_gpt2_tiny,
     "marian-baked-past": gen_marian_baked_past,
+    "bart-tiny": gen_bart_tiny,
+    "t5-tiny": gen_t5_tiny,
+    "whisper-tiny": gen_whisper_tiny,
+    "llama-tiny": gen_llama_tiny,
+    "qwen2-tiny": gen_qwen2_tiny,
 }
 
 if __name__ == "__main__":

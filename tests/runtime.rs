@@ -169,3 +169,54 @@ fn a_file_that_is_not_a_runtime_is_a_clear_error() {
     assert!(f["message"].as_str().unwrap().contains("Cargo.toml"), "{f:#}");
     assert!(f["cause"].as_str().unwrap().contains("could not be loaded as a shared library"), "{f:#}");
 }
+
+#[test]
+fn every_family_passes_its_spec_with_parity_under_tolerance() {
+    let seq2seq = [
+        "--param",
+        "layers=2",
+        "--param",
+        "heads=4",
+        "--param",
+        "head_dim=8",
+        "--param",
+        "hidden=32",
+        "--param",
+        "vocab=1000",
+    ];
+    let decoder_only =
+        ["--param", "layers=2", "--param", "kv_heads=2", "--param", "head_dim=8", "--param", "vocab=1000"];
+    let cases: [(&str, &str, &[&str], usize); 5] = [
+        ("bart-tiny/decoder_model_merged.onnx", "specs/bart-decoder-merged.yaml", &seq2seq, 8),
+        ("t5-tiny/decoder_model_merged.onnx", "specs/t5-decoder-merged.yaml", &seq2seq, 8),
+        ("whisper-tiny/decoder_model_merged.onnx", "specs/whisper-decoder-merged.yaml", &seq2seq, 8),
+        ("llama-tiny/model.onnx", "specs/llama-decoder.yaml", &decoder_only, 4),
+        ("qwen2-tiny/model.onnx", "specs/qwen2-decoder.yaml", &decoder_only, 4),
+    ];
+    for (m, spec, params, n_steps) in cases {
+        let (code, r) = check_json(m, spec, params);
+        assert_eq!(code, 0, "{m}: {r:#}");
+        let s = steps(&r);
+        assert_eq!(s.len(), n_steps, "{m}");
+        for step in s.iter().filter(|s| s["step"].as_i64() > Some(0)) {
+            let p = step["parity_max_abs_diff"].as_f64().unwrap();
+            assert!(p < 1e-4, "{m}: parity {p}");
+        }
+    }
+}
+
+#[test]
+fn init_contracts_drive_the_model_too() {
+    // `init` writes a cache section; checking the model against its own contract runs the steps.
+    let dir = std::env::temp_dir().join(format!("onnx-contract-init-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("qwen2.yaml");
+    let m = model("qwen2-tiny/model.onnx");
+    let out = run(&["init", path_str(&m), "-o", path_str(&spec)]);
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&spec).unwrap();
+    assert!(text.contains("self_past: [\"past_key_values.{layer}.{key,value}\"]"), "{text}");
+    let (code, r) = check_json("qwen2-tiny/model.onnx", path_str(&spec), &[]);
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(steps(&r).len(), 4);
+}

@@ -174,6 +174,7 @@ pub fn init(sig: &Signature, source: &str) -> String {
     let params = infer_params(sig);
     let mut vars = Vars::default();
     let mut sections = String::new();
+    let mut input_keys: Vec<String> = Vec::new();
     for (title, ports) in [("inputs", &sig.inputs), ("outputs", &sig.outputs)] {
         let specs: Vec<(String, String)> =
             ports.iter().map(|p| (p.name.clone(), spec_line(p, &params, &mut vars))).collect();
@@ -186,14 +187,21 @@ pub fn init(sig: &Signature, source: &str) -> String {
                 // A partial layer range: list each tensor so the contract stays exact.
                 for &m in &group.members {
                     let _ = writeln!(sections, "  {}: {}", yaml_quote(&specs[m].0), specs[m].1);
+                    if title == "inputs" {
+                        input_keys.push(specs[m].0.clone());
+                    }
                 }
                 continue;
             } else {
                 group.label.clone()
             };
             let _ = writeln!(sections, "  {}: {spec}", yaml_quote(&key));
+            if title == "inputs" {
+                input_keys.push(key);
+            }
         }
     }
+    sections.push_str(&cache_section(sig, &input_keys));
 
     let mut out = String::new();
     let _ = writeln!(out, "# Contract written by `onnx-contract init` from {source}");
@@ -237,24 +245,52 @@ pub fn init(sig: &Signature, source: &str) -> String {
     out
 }
 
+/// The `cache` section for optimum-style names: self-attention past refreshed
+/// every step, cross-attention (`.encoder.`) past kept from step 0.
+fn cache_section(sig: &Signature, input_keys: &[String]) -> String {
+    let past: Vec<&String> = input_keys.iter().filter(|k| k.starts_with("past_key_values")).collect();
+    if past.is_empty() {
+        return String::new();
+    }
+    let list = |keys: Vec<&&String>| keys.iter().map(|k| yaml_quote(k)).collect::<Vec<_>>().join(", ");
+    let cross: Vec<&&String> = past.iter().filter(|k| k.contains(".encoder.")).collect();
+    let own: Vec<&&String> = past.iter().filter(|k| !k.contains(".encoder.")).collect();
+    let seq2seq = !cross.is_empty() || sig.input("encoder_hidden_states").is_some();
+    let mut out = String::from("# How the runtime check drives the KV cache.\ncache:\n");
+    if sig.input("use_cache_branch").is_some() {
+        out.push_str("  branch_flag: use_cache_branch\n");
+    }
+    let _ = writeln!(out, "  self_past: [{}]  # refreshed from present.* every step", list(own));
+    if !cross.is_empty() {
+        let _ = writeln!(out, "  cross_past: [{}]  # taken once from step 0, then reused", list(cross));
+    }
+    if seq2seq {
+        out.push_str("  step0_past_lengths: [0, 1]  # optimum today feeds 0, older optimum 1: both must work\n");
+    } else {
+        out.push_str("  step0_past_lengths: [0]  # length 1 runs but shifts the logits unless masked\n");
+    }
+    out.push_str("  parity_tolerance: 1.0e-4\n");
+    out
+}
+
 /// `a.{0..5}.b` -> `a.{layer}.b` when the range is exactly every layer.
 fn layer_template(label: &str, layers: Option<i64>) -> Option<String> {
     let layers = layers?;
-    let full = if layers == 1 { None } else { Some(format!("{{0..{}}}", layers - 1)) };
+    let every_layer = |seg: &str| -> bool {
+        let inner = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')).unwrap_or(seg);
+        let values: Option<Vec<i64>> = match inner.split_once("..") {
+            Some((a, b)) => match (a.parse::<i64>(), b.parse::<i64>()) {
+                (Ok(a), Ok(b)) => Some((a..=b).collect()),
+                _ => None,
+            },
+            None => inner.split(',').map(|v| v.parse().ok()).collect(),
+        };
+        values == Some((0..layers).collect())
+    };
     let segs = crate::fold::label_segments(label);
-    let mut replaced = false;
-    let out: Vec<String> = segs
-        .iter()
-        .map(|s| {
-            if !replaced && (Some(s.to_string()) == full || (layers == 1 && *s == "0")) {
-                replaced = true;
-                "{layer}".to_string()
-            } else {
-                s.to_string()
-            }
-        })
-        .collect();
-    replaced.then(|| out.join("."))
+    let at = segs.iter().position(|s| every_layer(s))?;
+    let out: Vec<&str> = segs.iter().enumerate().map(|(i, s)| if i == at { "{layer}" } else { s }).collect();
+    Some(out.join("."))
 }
 
 fn has_number_group(label: &str) -> bool {

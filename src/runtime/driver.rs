@@ -29,6 +29,7 @@ pub struct Options {
     /// Recompute uncached logits with this model (e.g. decoder_model.onnx)
     /// instead of the merged decoder's no-cache branch.
     pub no_cache_model: Option<PathBuf>,
+    /// Intra-op threads; 0 leaves ONNX Runtime's default (one per core).
     pub threads: usize,
 }
 
@@ -43,7 +44,7 @@ impl Default for Options {
             start_token: None,
             encoder: None,
             no_cache_model: None,
-            threads: 1,
+            threads: 0,
         }
     }
 }
@@ -174,6 +175,16 @@ fn run(session: &mut Session, feeds: &[(String, Feed)]) -> Result<Outputs, Strin
     Ok(Outputs { f32s, infos })
 }
 
+fn with_threads(
+    builder: ort::Result<ort::session::builder::SessionBuilder>,
+    threads: usize,
+) -> ort::Result<ort::session::builder::SessionBuilder> {
+    match threads {
+        0 => builder,
+        n => builder.and_then(|b| Ok(b.with_intra_threads(n)?)),
+    }
+}
+
 /// Runs the whole check, reporting through `emit`. Errors that stop
 /// everything are reported as [`Event::Fatal`].
 pub fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
@@ -191,8 +202,7 @@ pub fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
     emit(Event::Runtime { version: runtime_version(lib), path: lib.display().to_string() });
 
     let open = |path: &PathBuf| -> Result<Session, String> {
-        Session::builder(&env)
-            .and_then(|b| Ok(b.with_intra_threads(job.options.threads.max(1))?))
+        with_threads(Session::builder(&env), job.options.threads)
             .and_then(|mut b| b.commit_from_file(path))
             .map_err(|e| e.to_string())
     };
@@ -699,8 +709,7 @@ fn diagnose(
     };
     // Inputs that are feeds need no re-run.
     let traced = graph_edit::expose(&bytes, &path, &wanted).and_then(|edited| {
-        let mut s = Session::builder(env)
-            .and_then(|b| Ok(b.with_intra_threads(opts.threads.max(1))?))
+        let mut s = with_threads(Session::builder(env), opts.threads)
             .and_then(|mut b| b.commit_from_memory(&edited))
             .map_err(|e| format!("re-loading the model with the node's inputs exposed failed: {e}"))?;
         let declared: Vec<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
