@@ -220,3 +220,38 @@ fn init_contracts_drive_the_model_too() {
     assert_eq!(code, 0, "{r:#}");
     assert_eq!(steps(&r).len(), 4);
 }
+
+#[test]
+fn real_encoder_states_and_a_separate_no_cache_decoder() {
+    let enc = model("marian-tiny/encoder_model.onnx");
+    let dec = model("marian-tiny/decoder_model.onnx");
+    let mut extra = TINY.to_vec();
+    extra.extend(["--encoder", path_str(&enc), "--no-cache-model", path_str(&dec), "--steps", "3"]);
+    let (code, r) = check_json(MARIAN_MERGED, MARIAN_SPEC, &extra);
+    assert_eq!(code, 0, "{r:#}");
+    let s = steps(&r);
+    assert_eq!(s.len(), 6);
+    for step in s.iter().filter(|s| s["step"].as_i64() > Some(0)) {
+        assert!(step["parity_max_abs_diff"].as_f64().unwrap() < 1e-4);
+    }
+}
+
+#[test]
+fn no_runtime_anywhere_says_what_to_install() {
+    let empty = std::env::temp_dir().join(format!("onnx-contract-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let m = model(GPT2);
+    let out = bin()
+        .args(["check", path_str(&m), "--contract", "specs/gpt2-decoder.yaml", "--no-fetch"])
+        .args(["--param", "layers=2", "--param", "heads=4", "--param", "head_dim=8", "--param", "vocab=1000"])
+        .env("PATH", &empty) // no python3: no onnxruntime package to find
+        .env("ONNX_CONTRACT_CACHE", &empty)
+        .env_remove("ORT_DYLIB_PATH")
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(69));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("pip install onnxruntime==1.31.1"), "{err}");
+    assert!(err.contains("--ort-lib PATH or ORT_DYLIB_PATH"), "{err}");
+}
