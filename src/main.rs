@@ -176,10 +176,16 @@ fn run(cli: Cli) -> Result<i32, Fail> {
     match cli.command {
         Command::Sig { model, unfold } => {
             let sig = read_signature(&model)?;
+            let problems = onnx_contract::reader::external_data_problems(&model, &sig);
             if json_out {
-                emit_json(&json::signature(&display(&model), &sig));
+                let mut v = json::signature(&display(&model), &sig);
+                v["external_data_problems"] = serde_json::json!(problems);
+                emit_json(&v);
             } else {
                 emit(&table::signature(&display(&model), &sig, unfold));
+                for p in &problems {
+                    eprintln!("warning: {}: {p}", model.display());
+                }
             }
             Ok(exit::OK)
         }
@@ -221,6 +227,15 @@ fn run(cli: Cli) -> Result<i32, Fail> {
 fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
     let contract = contract::load(&args.contract, &args.params)?;
     let sig = read_signature(&args.model)?;
+    // A model whose weights cannot be found is unusable: say so before any check.
+    let problems = onnx_contract::reader::external_data_problems(&args.model, &sig);
+    if !problems.is_empty() {
+        return Err(Fail {
+            code: exit::BAD_MODEL,
+            kind: "model",
+            message: format!("{}: external data: {}", args.model.display(), problems.join("; ")),
+        });
+    }
     let mut findings = contract::check(&sig, &contract);
     let static_failed = verdict(&findings) == "fail";
     let mut reports = Vec::new();

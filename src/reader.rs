@@ -8,7 +8,7 @@ use crate::onnx_proto as pb;
 use crate::signature::{Dim, ElemType, ExternalRef, Opset, Port, Signature, ValueType};
 use bytes::Buf;
 use prost::Message;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Why a model file could not be read. Every variant names the file.
@@ -60,14 +60,34 @@ pub fn read_signature(path: &Path) -> Result<Signature, ModelError> {
     Ok(sig)
 }
 
-/// prost says "buffer underflow" for a file that ends mid-message.
+/// prost's errors name the whole field path; say first what they mean for a
+/// person, then where it happened (innermost field) and prost's reason.
 fn describe_decode_error(e: &prost::DecodeError, len: u64) -> String {
     let text = e.to_string();
-    if text.contains("buffer underflow") {
-        format!("truncated or corrupt protobuf: a field runs past the end of the file ({len} bytes) ({text})")
+    let body = text.strip_prefix("failed to decode Protobuf message: ").unwrap_or(&text);
+    let parts: Vec<&str> = body.split(": ").collect();
+    let reason = parts.last().copied().unwrap_or(body);
+    let at = if parts.len() > 1 { format!("at {}: ", parts[0]) } else { String::new() };
+    if reason.contains("buffer underflow") {
+        format!("truncated or corrupt: a field runs past the end of the file ({len} bytes) ({at}{reason})")
+    } else if reason.contains("recursion limit") {
+        "subgraphs nested too deeply (more than 100 levels of messages, about 30 levels of If/Loop bodies)".to_string()
+    } else if reason.contains("UTF-8") {
+        format!("a name or string field is not valid UTF-8 ({at}{reason})")
     } else {
-        format!("protobuf decode failed: {text}")
+        format!("not an ONNX ModelProto: the bytes do not follow onnx.proto ({at}{reason})")
     }
+}
+
+/// Graph input and output names must be unique: a runtime binds feeds by name.
+fn check_unique(what: &str, ports: &[Port]) -> Result<(), String> {
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, p) in ports.iter().enumerate() {
+        if let Some(first) = seen.insert(p.name.as_str(), i) {
+            return Err(format!("duplicate graph {what} name `{}` ({what}s #{first} and #{i})", p.name));
+        }
+    }
+    Ok(())
 }
 
 /// Decodes a serialized `ModelProto` held in memory. The error is a sentence for a person.
@@ -92,9 +112,11 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
         .chain(graph.sparse_initializer.iter().filter_map(|s| s.values.as_ref()?.name.as_deref()))
         .collect();
     // IR < 4 lists every initializer as a graph input too; callers never feed those.
-    let inputs =
+    let inputs: Vec<Port> =
         graph.input.iter().filter(|v| !initializers.contains(v.name.as_deref().unwrap_or(""))).map(port).collect();
-    let outputs = graph.output.iter().map(port).collect();
+    let outputs: Vec<Port> = graph.output.iter().map(port).collect();
+    check_unique("input", &inputs)?;
+    check_unique("output", &outputs)?;
 
     let mut counts = SubgraphCounts::default();
     for node in &graph.node {
@@ -229,4 +251,49 @@ fn collect_external(graph: &pb::GraphProto, out: &mut Vec<ExternalRef>) {
             length: get("length").and_then(|s| s.parse().ok()),
         });
     }
+}
+
+/// What is wrong with the external-data references of `sig`, read from
+/// `model`: each `location` comes from the untrusted model file, so only a
+/// plain relative path inside the model's folder is accepted; the file must
+/// exist and be long enough for every `offset + length`. Only file sizes are
+/// looked at, never the data.
+pub fn external_data_problems(model: &Path, sig: &Signature) -> Vec<String> {
+    use std::path::Component;
+    let dir = model.parent().unwrap_or(Path::new("."));
+    let mut problems = Vec::new();
+    let mut sizes: HashMap<String, Option<u64>> = HashMap::new();
+    for r in &sig.external_data {
+        let loc = Path::new(&r.location);
+        let plain =
+            !r.location.is_empty() && loc.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+        if !plain {
+            problems.push(format!(
+                "tensor `{}`: external data location `{}` is refused (only a relative path inside the model's folder is allowed; it was not read)",
+                r.tensor, r.location
+            ));
+            continue;
+        }
+        let size = *sizes
+            .entry(r.location.clone())
+            .or_insert_with(|| std::fs::metadata(dir.join(loc)).ok().filter(|m| m.is_file()).map(|m| m.len()));
+        let Some(size) = size else {
+            problems.push(format!(
+                "tensor `{}`: external data file `{}` is missing",
+                r.tensor,
+                dir.join(loc).display()
+            ));
+            continue;
+        };
+        let offset = r.offset.unwrap_or(0);
+        let end = r.length.map(|l| offset.saturating_add(l)).unwrap_or(offset);
+        if end > size {
+            problems.push(format!(
+                "tensor `{}`: external data file `{}` has {size} bytes, the tensor needs bytes {offset}..{end}",
+                r.tensor,
+                dir.join(loc).display()
+            ));
+        }
+    }
+    problems
 }

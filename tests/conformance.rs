@@ -18,7 +18,10 @@ fn signatures_match_python_onnx_on_its_own_test_corpus() {
     if stderr.contains("No module named 'onnx'") {
         panic!("the conformance test needs the onnx wheel: python3 -m pip install -r tests/requirements.txt");
     }
-    let summary = stdout.lines().find(|l| l.starts_with("conformance:")).unwrap_or_else(|| panic!("no summary:\n{stdout}\n{stderr}"));
+    let summary = stdout
+        .lines()
+        .find(|l| l.starts_with("conformance:"))
+        .unwrap_or_else(|| panic!("no summary:\n{stdout}\n{stderr}"));
     println!("{summary}");
     assert!(out.status.success(), "{stdout}\n{stderr}");
     // The corpus must really be there: onnx 1.23.2 ships 140 backend models and 1,884 node cases.

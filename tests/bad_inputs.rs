@@ -1,0 +1,161 @@
+//! The bad-input corpus: every broken model or contract gives a clear message
+//! naming the file and the problem, the documented exit code, no panic, in
+//! bounded time and memory. Files: tests/bad/ (made by tests/bad/make_bad.py)
+//! and tests/contracts/; truncations of a real model are generated here.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Runs the binary under a 1 GiB address-space limit and a time bound.
+fn run_bounded(args: &[&str]) -> (i32, String, String) {
+    let mut line = format!("ulimit -v 1048576; exec '{}'", env!("CARGO_BIN_EXE_onnx-contract"));
+    for a in args {
+        line.push_str(&format!(" '{a}'"));
+    }
+    let t = Instant::now();
+    let out = Command::new("sh").arg("-c").arg(&line).current_dir(root()).output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "{args:?} took {:?}", t.elapsed());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
+}
+
+const MODEL_CASES: &[(&str, i32, &str)] = &[
+    ("tests/bad/empty.onnx", 65, "empty file (0 bytes)"),
+    ("tests/bad/random.onnx", 65, "not an ONNX ModelProto"),
+    ("tests/bad/text.onnx", 65, "not an ONNX ModelProto"),
+    ("tests/bad/contract-named.onnx", 65, "this is a YAML or text file"),
+    ("tests/bad/wrong-message-tensor.onnx", 65, "not an ONNX ModelProto"),
+    ("tests/bad/wrong-message-graph.onnx", 65, "not an ONNX ModelProto"),
+    ("tests/bad/overrun-length.onnx", 65, "runs past the end of the file"),
+    ("tests/bad/overrun-varint.onnx", 65, "invalid varint"),
+    ("tests/bad/nested-if-60.onnx", 65, "nested too deeply"),
+    ("tests/bad/duplicate-inputs.onnx", 65, "duplicate graph input name `x` (inputs #0 and #2)"),
+    ("tests/bad/non-utf8-name.onnx", 65, "not valid UTF-8"),
+    ("tests/bad/does-not-exist.onnx", 65, "cannot open"),
+    ("tests", 65, "is a directory"),
+];
+
+#[test]
+fn broken_models_are_clear_errors_with_exit_65() {
+    for (file, code, text) in MODEL_CASES {
+        for cmd in [vec!["sig", file], vec!["check", file, "--contract", "specs/gpt2-decoder.yaml", "--static-only"]] {
+            let (got, _, err) = run_bounded(&cmd);
+            assert_eq!(got, *code, "{cmd:?}: {err}");
+            assert!(err.contains(file), "{cmd:?} does not name the file: {err}");
+            assert!(err.contains(text), "{cmd:?}: expected `{text}` in: {err}");
+        }
+    }
+}
+
+#[test]
+fn odd_but_valid_models_read_fine() {
+    let (code, out, err) = run_bounded(&["sig", "--format", "json", "tests/bad/no-inputs.onnx"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["inputs"].as_array().unwrap().len(), 0);
+    assert_eq!(v["outputs"][0]["name"], "y");
+    let (code, out, _) = run_bounded(&["sig", "tests/bad/nested-if-5.onnx"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("5 If"), "{out}");
+}
+
+#[test]
+fn a_real_model_truncated_anywhere_is_an_error_never_a_panic() {
+    let bytes = std::fs::read(model(GPT2)).unwrap();
+    let dir = std::env::temp_dir().join(format!("onnx-contract-trunc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("truncated.onnx");
+    // 400 cut points across the whole file, plus the first 64 bytes one by one.
+    let mut cuts: Vec<usize> = (1..64).collect();
+    cuts.extend((0..400).map(|i| i * bytes.len() / 400).filter(|&c| c > 0));
+    let mut errors = 0;
+    for cut in &cuts {
+        std::fs::write(&path, &bytes[..*cut]).unwrap();
+        match onnx_contract::reader::read_signature(&path) {
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains("truncated.onnx"), "{msg}");
+                errors += 1;
+            }
+            // A cut exactly between top-level fields can leave a valid, smaller model.
+            Ok(sig) => assert!(sig.inputs.len() <= 7),
+        }
+    }
+    // The graph holds almost all bytes, so nearly every cut must be caught.
+    assert!(errors * 10 >= cuts.len() * 9, "{errors} errors for {} cuts", cuts.len());
+    // And through the binary, with the exit code, for a cut inside the graph.
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    let (code, _, err) = run_bounded(&["sig", path.to_str().unwrap()]);
+    assert_eq!(code, 65);
+    assert!(err.contains("truncated or corrupt"), "{err}");
+}
+
+#[test]
+fn external_data_is_checked_without_reading_it() {
+    let cases = [
+        ("tests/bad/ext-absolute/model.onnx", "location `/etc/passwd` is refused"),
+        ("tests/bad/ext-dotdot/model.onnx", "location `../random.onnx` is refused"),
+        ("tests/bad/ext-missing/model.onnx", "weights.bin` is missing"),
+        ("tests/bad/ext-short/model.onnx", "has 100 bytes, the tensor needs bytes 0..1024"),
+    ];
+    for (file, text) in cases {
+        // `sig` reads only the .onnx file and warns.
+        let (code, _, err) = run_bounded(&["sig", file]);
+        assert_eq!(code, 0, "{file}: {err}");
+        assert!(err.contains(text), "{file}: {err}");
+        // `check` refuses the model before any run.
+        let (code, _, err) = run_bounded(&["check", file, "--contract", "specs/gpt2-decoder.yaml"]);
+        assert_eq!(code, 65, "{file}: {err}");
+        assert!(err.contains(file) && err.contains(text), "{file}: {err}");
+    }
+    let (code, _, err) = run_bounded(&["sig", "tests/bad/ext-ok/model.onnx"]);
+    assert_eq!(code, 0);
+    assert!(err.is_empty(), "{err}");
+}
+
+const CONTRACT_CASES: &[(&str, &str)] = &[
+    ("broken-syntax.yaml", ":4:1: while parsing a flow mapping"),
+    ("unknown-key.yaml", ":4:23: unknown field `shap`"),
+    ("bad-dtype.yaml", ":3:14: input_ids: unknown dtype `int65`"),
+    ("empty-template.yaml", ":5:3: `past.{layer}.key` expands to no tensor names"),
+    ("wrong-type.yaml", ":2:8: "),
+    ("unknown-param.yaml", "`$heads` is not a parameter"),
+    ("unclosed-template.yaml", "unclosed `{`"),
+    ("duplicate-key.yaml", "duplicate"),
+    ("bad-dim.yaml", "dim `a b` is not understood"),
+    ("empty.yaml", "tests/contracts/empty.yaml"),
+    ("not-utf8.yaml", "not UTF-8"),
+];
+
+#[test]
+fn broken_contracts_name_file_line_and_column_with_exit_78() {
+    for (file, text) in CONTRACT_CASES {
+        let path = format!("tests/contracts/{file}");
+        assert!(Path::new(&root().join(&path)).exists(), "{path}");
+        let (code, _, err) =
+            run_bounded(&["check", "models/gpt2-tiny/model.onnx", "--contract", &path, "--static-only"]);
+        assert_eq!(code, 78, "{file}: {err}");
+        assert!(err.contains(&path), "{file}: {err}");
+        assert!(err.contains(text), "{file}: expected `{text}` in {err}");
+    }
+}
+
+#[test]
+fn a_dim_variable_bound_two_ways_is_a_finding_not_a_crash() {
+    let (code, out, _) = run_bounded(&[
+        "check",
+        "--format",
+        "json",
+        "models/gpt2-tiny/model.onnx",
+        "--contract",
+        "tests/contracts/binding-conflict.yaml",
+        "--static-only",
+    ]);
+    assert_eq!(code, 2);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["findings"].as_array().unwrap().iter().any(|f| f["code"] == "dim-binding"));
+}
