@@ -98,6 +98,10 @@ struct CheckArgs {
     /// Never fetch ONNX Runtime with pip; fail if none is installed.
     #[arg(long)]
     no_fetch: bool,
+    /// Say before running whether the model needs a newer ONNX Runtime than
+    /// this version (max IR version and opset it accepts), e.g. 1.16.
+    #[arg(long, value_name = "VERSION")]
+    target_ort: Option<String>,
     /// Seconds before a hung runtime is killed.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
@@ -237,6 +241,9 @@ fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
         });
     }
     let mut findings = contract::check(&sig, &contract);
+    if let Some(v) = &args.target_ort {
+        findings.extend(runtime::compat::check_target(&sig, v));
+    }
     let static_failed = verdict(&findings) == "fail";
     let mut reports = Vec::new();
     if !args.static_only {

@@ -255,3 +255,121 @@ fn no_runtime_anywhere_says_what_to_install() {
     assert!(err.contains("pip install onnxruntime==1.31.1"), "{err}");
     assert!(err.contains("--ort-lib PATH or ORT_DYLIB_PATH"), "{err}");
 }
+
+const TOY_SPEC: &str = "tests/fixtures/toy_decoder.yaml";
+
+fn toy(name: &str) -> String {
+    root().join("tests/fixtures").join(name).display().to_string()
+}
+
+#[test]
+fn a_model_the_runtime_refuses_is_a_finding_with_its_cause() {
+    let lib = ort_lib();
+    let cases = [
+        (
+            "toy_decoder_ir14.onnx",
+            "Unsupported model IR version: 14, max supported IR version: 13",
+            "IR version is newer",
+        ),
+        (
+            "toy_decoder_unknown_op.onnx",
+            "com.example:NoSuchOp(-1) is not a registered function/op",
+            "does not implement",
+        ),
+    ];
+    for (file, message, cause) in cases {
+        let (code, r) = json(&["check", "--format", "json", &toy(file), "--contract", TOY_SPEC, "--ort-lib", &lib]);
+        assert_eq!(code, 2, "{r:#}");
+        let findings = r["findings"].as_array().unwrap();
+        assert_eq!(findings.len(), 1, "only the load failure, no false crash: {r:#}");
+        assert_eq!(findings[0]["code"], "model-load");
+        assert!(findings[0]["message"].as_str().unwrap().contains(message), "{r:#}");
+        assert!(findings[0]["cause"].as_str().unwrap().contains(cause), "{r:#}");
+        // What was checked before the fault is still in the report.
+        assert_eq!(r["runtime"]["ort_version"], "1.31.1");
+    }
+    let (code, r) =
+        json(&["check", "--format", "json", &toy("toy_decoder.onnx"), "--contract", TOY_SPEC, "--ort-lib", &lib]);
+    assert_eq!(code, 0, "{r:#}");
+}
+
+#[test]
+fn target_ort_names_a_too_new_ir_before_running() {
+    let (code, r) = json(&[
+        "check",
+        "--format",
+        "json",
+        &toy("toy_decoder_ir14.onnx"),
+        "--contract",
+        TOY_SPEC,
+        "--target-ort",
+        "1.16",
+        "--static-only",
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(r["findings"][0]["code"], "runtime-compat");
+    assert_eq!(
+        r["findings"][0]["message"],
+        "the model has IR version 14; ONNX Runtime 1.16 accepts at most IR 9 (documented)"
+    );
+    let (code, _) = json(&[
+        "check",
+        "--format",
+        "json",
+        &toy("toy_decoder.onnx"),
+        "--contract",
+        TOY_SPEC,
+        "--target-ort",
+        "1.16",
+        "--static-only",
+    ]);
+    assert_eq!(code, 0);
+}
+
+/// Older runtimes come from PyPI wheels (tests/fetch_runtimes.py, run here).
+fn older_runtimes() -> Vec<String> {
+    let out = std::process::Command::new("python3")
+        .arg(root().join("tests/fetch_runtimes.py"))
+        .output()
+        .expect("python3 is needed to fetch the older runtimes");
+    assert!(
+        out.status.success(),
+        "fetching onnxruntime 1.20.1 and 1.22.0 wheels failed (needs PyPI): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
+}
+
+#[test]
+fn several_runtimes_give_a_row_each_and_the_ir_limit_shows_per_version() {
+    let mut libs = older_runtimes();
+    libs.push(ort_lib());
+    let mut args: Vec<String> = ["check", "--format", "json"].map(String::from).to_vec();
+    // IR 11: accepted by 1.31.1, refused by 1.20.1 and 1.22.0 (measured here).
+    let dir = std::env::temp_dir().join(format!("onnx-contract-ir11-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut bytes = std::fs::read(toy("toy_decoder.onnx")).unwrap();
+    assert_eq!(&bytes[..2], &[0x08, 0x08], "ir_version is the first field");
+    bytes[1] = 11;
+    let ir11 = dir.join("toy_ir11.onnx");
+    std::fs::write(&ir11, &bytes).unwrap();
+    args.extend([ir11.display().to_string(), "--contract".into(), TOY_SPEC.into()]);
+    for l in &libs {
+        args.extend(["--ort-lib".to_string(), l.clone()]);
+    }
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, r) = json(&argv);
+    assert_eq!(code, 2, "{r:#}");
+    let versions: Vec<&str> =
+        r["runtimes"].as_array().unwrap().iter().map(|x| x["ort_version"].as_str().unwrap()).collect();
+    assert_eq!(versions, ["1.20.1", "1.22.0", "1.31.1"]);
+    let failed: Vec<&str> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "model-load")
+        .map(|f| f["runtime"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["1.20.1", "1.22.0"]);
+    assert_eq!(r["runtimes"][2]["steps"].as_array().unwrap().len(), 4, "1.31.1 runs all steps");
+}

@@ -124,6 +124,14 @@ pub fn load(path: &Path, overrides: &[(String, i64)]) -> Result<Contract, Contra
 
 /// Parses contract text; `path` is only used in error messages.
 pub fn parse(path: &Path, text: &str, overrides: &[(String, i64)]) -> Result<Contract, ContractError> {
+    if text.trim().is_empty() {
+        return Err(ContractError {
+            path: path.to_path_buf(),
+            line: Some(1),
+            column: Some(1),
+            message: "the contract is empty: it needs at least `inputs:` and `outputs:`".into(),
+        });
+    }
     let file: ContractFile = serde_saphyr::from_str(text).map_err(|e| {
         let loc = e.location();
         ContractError {

@@ -2,6 +2,7 @@
 //! cache steps, in a child process, and turn what happened into findings.
 
 pub mod child;
+pub mod compat;
 pub mod driver;
 pub mod events;
 pub mod graph_edit;

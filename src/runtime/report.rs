@@ -114,6 +114,9 @@ impl RuntimeReport {
                 self.findings.push(f);
             }
             Event::Fatal { stage, message, cause } => {
+                // A fatal event is an orderly end, not a crash.
+                self.done = true;
+                let message = clean_ort_message(&message);
                 let code = match stage.as_str() {
                     "runtime" => Code::RuntimeLoad,
                     "session" => Code::ModelLoad,
@@ -210,13 +213,39 @@ fn describe_exit(status: Option<ExitStatus>) -> String {
     format!("exited early with {status}")
 }
 
+/// Drops the C++ source location and function signature ONNX Runtime puts
+/// before its reason (`…/model.cc:256 onnxruntime::Model::Model(…) Unsupported…`).
+pub fn clean_ort_message(message: &str) -> String {
+    let message = message.trim();
+    let Some(i) = message.find("/onnxruntime_src/").or_else(|| message.find("onnxruntime/core/")) else {
+        return message.to_string();
+    };
+    let rest = &message[i..];
+    let Some(open) = rest.find('(') else { return message.to_string() };
+    let mut depth = 0usize;
+    for (j, ch) in rest[open..].char_indices() {
+        match ch {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    let reason = rest[open + j + 1..].trim_start();
+                    return format!("{}{}", &message[..i], reason).trim().to_string();
+                }
+            }
+            _ => {}
+        }
+    }
+    message.to_string()
+}
+
 /// ORT nests messages: `… running If node … Status Message: … running Reshape node …`.
 fn innermost_status(message: &str) -> String {
     let m = message.rsplit("Status Message: ").next().unwrap_or(message);
     // Drop the C++ source location prefix ORT puts before the reason.
     let m = match m.find(" was false. ") {
-        Some(i) => &m[i + " was false. ".len()..],
-        None => m,
+        Some(i) => m[i + " was false. ".len()..].to_string(),
+        None => clean_ort_message(m),
     };
-    m.lines().next().unwrap_or(m).trim().to_string()
+    m.lines().next().unwrap_or(&m).trim().to_string()
 }
