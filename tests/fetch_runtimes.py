@@ -3,8 +3,10 @@
     python3 tests/fetch_runtimes.py [DEST]   (default: target/test-runtimes)
 
 Downloads the PyPI wheels of onnxruntime 1.20.1 and 1.22.0 (no dependencies),
-extracts onnxruntime/capi/libonnxruntime.so.<version>, and prints one library
-path per line. Idempotent: already extracted libraries are reused.
+extracts onnxruntime/capi/libonnxruntime.so.<version>, then ONNX Runtime
+1.16.3 (older than the oldest API we support; PyPI wheels before 1.19 do not
+ship the library) from the npm package onnxruntime-node, and prints one
+library path per line, oldest last. Idempotent: extracted libraries are reused.
 """
 import glob
 import os
@@ -36,6 +38,18 @@ def main():
                     with z.open(member) as src, open(lib, "wb") as out:
                         out.write(src.read())
         print(lib)
+    old = os.path.join(dest, "ort-1.16.3", "libonnxruntime.so.1.16.3")
+    if not os.path.exists(old):
+        import tarfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run(["npm", "pack", "--silent", "onnxruntime-node@1.16.3"], cwd=tmp, check=True, stdout=subprocess.DEVNULL)
+            with tarfile.open(os.path.join(tmp, "onnxruntime-node-1.16.3.tgz")) as t:
+                src = t.extractfile("package/bin/napi-v3/linux/x64/libonnxruntime.so.1.16.3")
+                os.makedirs(os.path.dirname(old), exist_ok=True)
+                with open(old, "wb") as out:
+                    out.write(src.read())
+    print(old)
 
 
 if __name__ == "__main__":

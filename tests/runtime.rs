@@ -342,7 +342,7 @@ fn older_runtimes() -> Vec<String> {
 
 #[test]
 fn several_runtimes_give_a_row_each_and_the_ir_limit_shows_per_version() {
-    let mut libs = older_runtimes();
+    let mut libs: Vec<String> = older_runtimes().into_iter().filter(|l| !l.ends_with("1.16.3")).collect();
     libs.push(ort_lib());
     let mut args: Vec<String> = ["check", "--format", "json"].map(String::from).to_vec();
     // IR 11: accepted by 1.31.1, refused by 1.20.1 and 1.22.0 (measured here).
@@ -372,4 +372,15 @@ fn several_runtimes_give_a_row_each_and_the_ir_limit_shows_per_version() {
         .collect();
     assert_eq!(failed, ["1.20.1", "1.22.0"]);
     assert_eq!(r["runtimes"][2]["steps"].as_array().unwrap().len(), 4, "1.31.1 runs all steps");
+}
+
+#[test]
+fn a_runtime_older_than_the_supported_api_is_refused_clearly() {
+    let old = older_runtimes().into_iter().find(|l| l.ends_with("1.16.3")).expect("1.16.3 fetched");
+    let (code, r) = json(&["check", "--format", "json", &toy("toy_decoder.onnx"), "--contract", TOY_SPEC, "--ort-lib", &old]);
+    assert_eq!(code, 69, "{r:#}");
+    let f = &r["findings"][0];
+    assert_eq!(f["code"], "runtime-load");
+    assert!(f["cause"].as_str().unwrap().contains("1.16.3 is older than 1.17"), "{f:#}");
+    assert_eq!(r["runtime"]["ort_version"], "1.16.3", "the version comes from the file name when loading fails");
 }

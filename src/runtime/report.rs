@@ -47,7 +47,8 @@ pub struct RuntimeReport {
 impl RuntimeReport {
     pub fn new(lib: &Path, source: &str) -> Self {
         RuntimeReport {
-            ort_version: None,
+            // Until the child reports it; kept when the library cannot even load.
+            ort_version: super::locate::version_from_name(lib),
             ort_path: lib.display().to_string(),
             ort_source: source.to_string(),
             session_seconds: None,
