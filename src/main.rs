@@ -297,10 +297,13 @@ fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
     } else {
         emit(&table::check(&model, &sig, &contract, &findings, &reports));
     }
-    let runtime_missing = findings.iter().any(|f| f.code == Code::RuntimeLoad);
+    // 69 only when the runtime could not load and nothing else failed: a
+    // violation seen with another runtime is still a violation (2).
+    let errors = || findings.iter().filter(|f| f.severity == Severity::Error);
+    let only_runtime_missing = errors().next().is_some() && errors().all(|f| f.code == Code::RuntimeLoad);
     Ok(if static_failed {
         exit::VIOLATED
-    } else if runtime_missing {
+    } else if only_runtime_missing {
         exit::NO_RUNTIME
     } else if verdict(&findings) == "pass" {
         exit::OK

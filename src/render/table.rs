@@ -196,6 +196,25 @@ pub fn check(
     for r in runtimes {
         out.push_str(&runtime_section(r));
     }
+    if runtimes.len() > 1 {
+        let mut t = new_table(&["ONNX Runtime", "library", "steps ok", "result"]);
+        for r in runtimes {
+            let version = r.ort_version.clone().unwrap_or_else(|| "?".into());
+            let errors: Vec<&str> = findings
+                .iter()
+                .filter(|f| f.severity == Severity::Error && f.runtime.as_deref() == r.ort_version.as_deref())
+                .map(|f| f.code.as_str())
+                .collect();
+            let ok = r.steps.iter().filter(|s| s.ok).count();
+            t.add_row(vec![
+                version,
+                r.ort_path.clone(),
+                format!("{ok}/{}", r.steps.len()),
+                if errors.is_empty() { "pass".into() } else { format!("FAIL ({})", errors.join(", ")) },
+            ]);
+        }
+        let _ = writeln!(out, "\nper runtime:\n{t}");
+    }
     let _ = writeln!(out, "\n{}", verdict_line(findings));
     out
 }
