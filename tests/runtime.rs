@@ -147,23 +147,11 @@ fn a_runtime_crash_becomes_a_finding_with_step_and_feeds() {
 #[test]
 fn a_file_that_is_not_a_runtime_is_a_clear_error() {
     let m = model(MARIAN_MERGED);
-    let readme = root().join("Cargo.toml");
-    let (code, r) = json(&[
-        "check",
-        "--format",
-        "json",
-        path_str(&m),
-        "--contract",
-        MARIAN_SPEC,
-        "--ort-lib",
-        path_str(&readme),
-        "--param",
-        "hidden=32",
-        "--param",
-        "head_dim=4",
-        "--param",
-        "vocab=1000",
-    ]);
+    let not_a_lib = root().join("Cargo.toml");
+    let mut args =
+        vec!["check", "--format", "json", path_str(&m), "--contract", MARIAN_SPEC, "--ort-lib", path_str(&not_a_lib)];
+    args.extend(TINY);
+    let (code, r) = json(&args);
     assert_eq!(code, 69, "{r:#}");
     let f = r["findings"].as_array().unwrap().iter().find(|f| f["code"] == "runtime-load").expect("runtime-load");
     assert!(f["message"].as_str().unwrap().contains("Cargo.toml"), "{f:#}");
@@ -377,7 +365,8 @@ fn several_runtimes_give_a_row_each_and_the_ir_limit_shows_per_version() {
 #[test]
 fn a_runtime_older_than_the_supported_api_is_refused_clearly() {
     let old = older_runtimes().into_iter().find(|l| l.ends_with("1.16.3")).expect("1.16.3 fetched");
-    let (code, r) = json(&["check", "--format", "json", &toy("toy_decoder.onnx"), "--contract", TOY_SPEC, "--ort-lib", &old]);
+    let (code, r) =
+        json(&["check", "--format", "json", &toy("toy_decoder.onnx"), "--contract", TOY_SPEC, "--ort-lib", &old]);
     assert_eq!(code, 69, "{r:#}");
     let f = &r["findings"][0];
     assert_eq!(f["code"], "runtime-load");
