@@ -373,3 +373,45 @@ fn a_runtime_older_than_the_supported_api_is_refused_clearly() {
     assert!(f["cause"].as_str().unwrap().contains("1.16.3 is older than 1.17"), "{f:#}");
     assert_eq!(r["runtime"]["ort_version"], "1.16.3", "the version comes from the file name when loading fails");
 }
+
+#[test]
+fn external_data_is_loaded_by_the_runtime_and_checked_before_it() {
+    let lib = ort_lib();
+    let model_path = toy("toy_external/model.onnx");
+    let (code, r) = json(&["check", "--format", "json", &model_path, "--contract", TOY_SPEC, "--ort-lib", &lib]);
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(steps(&r).len(), 4);
+    // A copy of the .onnx without its data file: refused before any run.
+    let dir = std::env::temp_dir().join(format!("onnx-contract-nodata-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lonely = dir.join("model.onnx");
+    std::fs::copy(&model_path, &lonely).unwrap();
+    let out = bin().args(["check", path_str(&lonely), "--contract", TOY_SPEC, "--ort-lib", &lib]).output().unwrap();
+    assert_eq!(out.status.code(), Some(65));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("model.onnx_data` is missing"), "{err}");
+    assert!(out.stdout.is_empty(), "no report, no run");
+}
+
+#[test]
+fn a_static_axis_fails_at_step_0_with_its_cause() {
+    let lib = ort_lib();
+    let (code, r) = json(&[
+        "check",
+        "--format",
+        "json",
+        &toy("toy_decoder_static_seq.onnx"),
+        "--contract",
+        TOY_SPEC,
+        "--ort-lib",
+        &lib,
+        "--force-run",
+    ]);
+    assert_eq!(code, 2);
+    let f = r["findings"].as_array().unwrap();
+    assert_eq!(f[0]["code"], "dim-static");
+    let run = f.iter().find(|f| f["code"] == "run-failed").expect("run-failed");
+    assert_eq!(run["step"], 0);
+    assert!(run["message"].as_str().unwrap().contains("index: 1 Got: 4 Expected: 1"), "{run:#}");
+    assert!(run["cause"].as_str().unwrap().contains("a static axis"), "{run:#}");
+}

@@ -248,5 +248,5 @@ fn innermost_status(message: &str) -> String {
         Some(i) => m[i + " was false. ".len()..].to_string(),
         None => clean_ort_message(m),
     };
-    m.lines().next().unwrap_or(&m).trim().to_string()
+    m.split_whitespace().collect::<Vec<_>>().join(" ")
 }
