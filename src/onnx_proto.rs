@@ -87,6 +87,8 @@ pub struct TypeProto {
 }
 
 pub mod type_proto {
+    /// Variant names mirror onnx.proto's oneof fields.
+    #[allow(clippy::enum_variant_names)]
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Value {
         #[prost(message, tag = "1")]

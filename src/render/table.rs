@@ -10,6 +10,9 @@ use crate::signature::{Port, Signature};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use std::fmt::Write;
 
+/// The contract status of a row, given the tensor names behind it.
+type StatusFn<'a> = &'a dyn Fn(&[&str]) -> String;
+
 fn plural(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
@@ -51,7 +54,7 @@ pub fn model_header(path: &str, sig: &Signature) -> String {
 
 /// `#`, name, dtype, shape; per-layer families folded into one row
 /// (`past_key_values.{0..5}.decoder.{key,value} ×12`) unless `unfold`.
-fn ports_table(title: &str, ports: &[Port], unfold: bool, status: Option<&dyn Fn(&[&str]) -> String>) -> String {
+fn ports_table(title: &str, ports: &[Port], unfold: bool, status: Option<StatusFn<'_>>) -> String {
     let mut header = vec!["#", title, "dtype", "shape"];
     if status.is_some() {
         header.push("contract");

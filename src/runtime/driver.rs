@@ -361,7 +361,7 @@ pub fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
                 None
             };
             if let Some(p) = parity {
-                if !(p <= plan.tolerance) {
+                if p.is_nan() || p > plan.tolerance {
                     issues.push(StepIssue {
                         code: "parity".into(),
                         severity: "error".into(),
