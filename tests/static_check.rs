@@ -228,3 +228,12 @@ fn json_reports_have_the_documented_shape() {
     assert_eq!(f["message"], "expected 28 inputs, found 15: 13 missing");
     assert_eq!(report["findings"][1]["tensor"], "past_key_values.{0..5}.encoder.{key,value}");
 }
+
+#[test]
+fn every_finding_code_is_documented_in_the_readme() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    for c in Code::ALL {
+        let row = format!("| `{}` | {} |", c.as_str(), c.doc());
+        assert!(readme.contains(&row), "README lacks the row: {row}");
+    }
+}
