@@ -135,6 +135,7 @@ fn a_runtime_crash_becomes_a_finding_with_step_and_feeds() {
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     let crash = r["findings"].as_array().unwrap().iter().find(|f| f["code"] == "crash").expect("crash finding");
     assert_eq!(crash["step"], 2);
+    assert_eq!(crash["step0_past_len"], 0, "the first run to reach step 2 dies");
     let msg = crash["message"].as_str().unwrap();
     assert!(msg.contains("SIGSEGV"), "{msg}");
     assert!(msg.contains("input_ids [1, 1]"), "{msg}");

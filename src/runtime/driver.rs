@@ -589,7 +589,11 @@ fn inject_fault(step: usize) {
     match kind {
         #[cfg(unix)]
         // SAFETY: raising a signal on ourselves is the point.
+        // Rust's own SIGSEGV handler (stack-overflow detection) swallows a
+        // raised signal once; restore the default so this one kills, as a
+        // real fault inside ONNX Runtime would.
         "segv" => unsafe {
+            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
             libc::raise(libc::SIGSEGV);
         },
         "abort" => std::process::abort(),
