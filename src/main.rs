@@ -219,6 +219,7 @@ fn run(cli: Cli) -> Result<i32, Fail> {
                         eprintln!("wrote {}", path.display());
                     }
                 }
+                None if json_out => emit_json(&serde_json::json!({ "model": display(&model), "contract": text })),
                 None => emit(&text),
             }
             Ok(exit::OK)
