@@ -273,6 +273,16 @@ fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
                         ..Default::default()
                     };
                     for lib in libs {
+                        // The version found, checked statically first: the table
+                        // names the limit, the run below confirms it.
+                        if let Some(v) = locate::version_from_name(&lib.path) {
+                            if runtime::compat::TABLE.iter().any(|r| Some(r.0) == runtime::compat::minor(&v)) {
+                                for mut f in runtime::compat::check_target(&sig, &v) {
+                                    f.runtime = Some(v.clone());
+                                    findings.push(f);
+                                }
+                            }
+                        }
                         let job = runtime::driver::Job {
                             model: args.model.clone(),
                             ort_lib: lib.path.clone(),
