@@ -25,6 +25,9 @@ Each fixture isolates one situation from ../shared/context/field-notes.md:
                         inside the If's cache branch.
   bart-tiny/, t5-tiny/, whisper-tiny/   optimum merged decoders of the other
                         seq2seq families (decoder_model_merged.onnx only).
+  gpt2-position-bug/    a GPT-2 export whose wrapper restarts positions at 0 on
+                        every call (no position_ids input): signature right,
+                        every step runs, only the parity check catches it.
   llama-tiny/, qwen2-tiny/   decoder-only exports with grouped-query attention
                         (4 heads, 2 KV heads: the past's head axis is 2).
 """
@@ -313,6 +316,39 @@ def gen_qwen2_tiny():
     _tiny_decoder_only("qwen2-tiny", transformers.Qwen2ForCausalLM(cfg).eval())
 
 
+def gen_gpt2_position_bug():
+    """Field notes 3: positions restart at 0 on every call instead of
+    continuing from the cache length. Made from gpt2-tiny by graph surgery
+    (tracing transformers' vmap-based masks outside optimum fails): the
+    position_ids input is replaced by Range(0, sequence_length)."""
+    from onnx import helper as h
+
+    m = onnx.load(HERE / "gpt2-tiny" / "model.onnx")
+    g = m.graph
+    const = lambda name, v: h.make_node("Constant", [], [name], value=h.make_tensor(name + "_v", onnx.TensorProto.INT64, [], [v]))
+    nodes = [
+        const("bug/zero", 0),
+        const("bug/one", 1),
+        h.make_node("Shape", ["input_ids"], ["bug/shape"]),
+        h.make_node("Gather", ["bug/shape", "bug/one"], ["bug/len"], axis=0),
+        h.make_node("Range", ["bug/zero", "bug/len", "bug/one"], ["bug/range"]),
+        h.make_node("Unsqueeze", ["bug/range", "bug/axes"], ["bug/row"]),
+        h.make_node("Expand", ["bug/row", "bug/shape"], ["bug/positions"]),  # the bug: ignores the past length
+    ]
+    g.initializer.append(onnx.numpy_helper.from_array(__import__("numpy").array([0], dtype="int64"), "bug/axes"))
+    for n in g.node:
+        n.input[:] = ["bug/positions" if x == "position_ids" else x for x in n.input]
+    for k, n in enumerate(nodes):
+        g.node.insert(k, n)
+    keep = [i for i in g.input if i.name != "position_ids"]
+    del g.input[:]
+    g.input.extend(keep)
+    out = HERE / "gpt2-position-bug"
+    out.mkdir(parents=True, exist_ok=True)
+    onnx.checker.check_model(m)
+    onnx.save(m, out / "model.onnx")
+
+
 GENERATORS = {
     "marian-tiny": gen_marian_tiny,
     "marian-15-inputs": gen_marian_15_inputs,
@@ -323,6 +359,7 @@ GENERATORS = {
     "whisper-tiny": gen_whisper_tiny,
     "llama-tiny": gen_llama_tiny,
     "qwen2-tiny": gen_qwen2_tiny,
+    "gpt2-position-bug": gen_gpt2_position_bug,
 }
 
 if __name__ == "__main__":

@@ -420,3 +420,21 @@ fn a_static_axis_fails_at_step_0_with_its_cause() {
     assert!(run["message"].as_str().unwrap().contains("index: 1 Got: 4 Expected: 1"), "{run:#}");
     assert!(run["cause"].as_str().unwrap().contains("a static axis"), "{run:#}");
 }
+
+#[test]
+fn a_position_offset_bug_is_caught_by_parity_only() {
+    let params = ["--param", "layers=2", "--param", "heads=4", "--param", "head_dim=8", "--param", "vocab=1000"];
+    let (code, r) = check_json("gpt2-position-bug/model.onnx", "specs/gpt2-decoder.yaml", &params);
+    assert_eq!(code, 2, "{r:#}");
+    let findings = r["findings"].as_array().unwrap();
+    // The signature is right and every step runs with the right shapes ...
+    assert!(findings.iter().all(|f| f["code"] == "parity"), "{r:#}");
+    assert!(steps(&r).iter().all(|s| s["error"].is_null()));
+    // ... but the cached logits are not the recomputed ones, from step 1 on.
+    assert_eq!(findings.len(), 3);
+    assert_eq!(findings[0]["step"], 1);
+    assert!(findings[0]["cause"].as_str().unwrap().contains("position_ids"));
+    for s in steps(&r).iter().skip(1) {
+        assert!(s["parity_max_abs_diff"].as_f64().unwrap() > 1e-2);
+    }
+}

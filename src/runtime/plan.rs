@@ -66,12 +66,11 @@ fn param(contract: &Contract, name: &str) -> Option<i64> {
 pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, String> {
     let cache = contract.cache.clone().unwrap_or_default();
     let has = |n: &str| sig.input(n).is_some();
+    // Only what the model declares is fed: a contract may name an optional
+    // input (position_ids) that this export computes inside the graph.
     let pick = |given: &Option<String>, default: &str| -> Option<String> {
-        match given {
-            Some(g) => Some(g.clone()),
-            None if has(default) => Some(default.to_string()),
-            None => None,
-        }
+        let name = given.as_deref().unwrap_or(default);
+        has(name).then(|| name.to_string())
     };
     let input_ids = cache.input_ids.clone().unwrap_or_else(|| "input_ids".into());
     let input_ids_dtype = match sig.input(&input_ids).and_then(|p| p.ty.tensor_parts()) {

@@ -94,6 +94,13 @@ impl RuntimeReport {
                     let sev = if i.severity == "error" { Severity::Error } else { Severity::Warning };
                     let mut f = Finding::new(code, sev, format!("step {step}: {}", i.message)).at_step(step, variant);
                     f.tensor = i.tensor;
+                    if code == Code::Parity && f.message.contains("max |Δ|") {
+                        f.cause = Some(
+                            "the cache runs but is used wrongly: positions that do not continue from the cache length \
+                             (position_ids), a mask that does not cover the past, or presents written at the wrong offset"
+                                .into(),
+                        );
+                    }
                     let f = self.finding(f);
                     self.findings.push(f);
                 }
