@@ -237,3 +237,17 @@ fn every_finding_code_is_documented_in_the_readme() {
         assert!(readme.contains(&row), "README lacks the row: {row}");
     }
 }
+
+#[test]
+fn the_one_call_library_api_refuses_the_wrong_model() {
+    let spec = spec("marian-decoder-merged.yaml");
+    let params = tiny_marian_params();
+    let good = onnx_contract::check_files(&model(MARIAN_MERGED), &spec, &params).unwrap();
+    assert_eq!(verdict(&good), "pass");
+    let bad = onnx_contract::check_files(&model(MARIAN_15), &spec, &params).unwrap();
+    assert_eq!(bad[0].message, "expected 28 inputs, found 15: 13 missing");
+    let err = onnx_contract::check_files(&root().join("tests/bad/empty.onnx"), &spec, &params).unwrap_err();
+    assert!(err.to_string().contains("empty.onnx: empty file"), "{err}");
+    let err = onnx_contract::check_files(&root().join("tests/bad/ext-missing/model.onnx"), &spec, &params).unwrap_err();
+    assert!(err.to_string().contains("is missing"), "{err}");
+}
