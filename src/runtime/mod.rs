@@ -3,8 +3,10 @@
 
 pub mod child;
 pub mod compat;
+mod diagnose;
 pub mod driver;
 pub mod events;
+mod feeds;
 pub mod graph_edit;
 pub mod locate;
 pub mod plan;

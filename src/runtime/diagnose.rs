@@ -1,0 +1,178 @@
+//! What a failure means: the failing node (also inside `If` branches) with
+//! its real input shapes, and a one-line cause for known patterns.
+
+use super::driver::Options;
+use super::events::{FailedNode, TensorInfo};
+use super::feeds::{run, with_threads, Feed};
+use super::graph_edit;
+use ort::session::Session;
+use std::path::PathBuf;
+
+pub(crate) fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}
+
+pub(crate) fn runtime_version(lib: &std::path::Path) -> String {
+    if let Some(v) = super::locate::version_from_name(lib) {
+        return v;
+    }
+    // ORT's build info names the release branch: `git-branch=rel-1.31.1`.
+    let info = ort::info();
+    info.split(|c: char| c == ',' || c.is_whitespace())
+        .find_map(|p| p.strip_prefix("git-branch=rel-"))
+        .map(str::to_string)
+        .unwrap_or_else(|| "unknown".into())
+}
+
+pub(crate) fn load_error_cause(e: &ort::LoadDynamicError) -> Option<String> {
+    match e {
+        ort::LoadDynamicError::Dlopen { error, .. } => {
+            let reason = std::error::Error::source(error).map(|s| s.to_string()).unwrap_or_else(|| error.to_string());
+            Some(format!("the file could not be loaded as a shared library: {reason}"))
+        }
+        ort::LoadDynamicError::MissingApi { .. } => {
+            Some("the library is not ONNX Runtime (no OrtGetApiBase symbol)".into())
+        }
+        ort::LoadDynamicError::BadVersion { version_str, .. } => {
+            Some(format!("ONNX Runtime {version_str} is older than 1.17, the oldest API this build supports"))
+        }
+        ort::LoadDynamicError::InvalidVersionString => None,
+    }
+}
+
+pub(crate) fn session_cause(message: &str) -> Option<String> {
+    if message.contains("Unsupported model IR version") || message.contains("IR version") {
+        Some("the model's IR version is newer than this ONNX Runtime accepts: re-save it with an older IR or use a newer runtime".into())
+    } else if message.contains("not a registered function/op")
+        || message.contains("No opset import for domain")
+        || message.contains("Could not find an implementation")
+    {
+        Some("the model uses an operator (or opset) this ONNX Runtime does not implement".into())
+    } else if message.contains("opset") && message.contains("is under development")
+        || message.contains("ai.onnx") && message.contains("till opset")
+    {
+        Some("the model's opset is newer than this ONNX Runtime supports".into())
+    } else {
+        None
+    }
+}
+
+/// `running Reshape node. Name:'/Reshape_5'`, innermost (last) occurrence.
+fn failing_node(message: &str) -> Option<(String, String)> {
+    let mut found = None;
+    let mut rest = message;
+    while let Some(i) = rest.find("while running ") {
+        let after = &rest[i + "while running ".len()..];
+        let op = after.split_whitespace().next().unwrap_or("").to_string();
+        if let Some(n) = after.find("Name:'") {
+            let name_part = &after[n + 6..];
+            if let Some(end) = name_part.find('\'') {
+                found = Some((op, name_part[..end].to_string()));
+            }
+        }
+        rest = after;
+    }
+    found
+}
+
+pub(crate) fn diagnose(
+    env: &ort::environment::Environment,
+    model: &PathBuf,
+    message: &str,
+    feeds: &[(String, Feed)],
+    opts: &Options,
+) -> Option<FailedNode> {
+    let (op, name) = failing_node(message)?;
+    let bytes = match std::fs::read(model) {
+        Ok(b) => b,
+        Err(e) => {
+            return Some(FailedNode {
+                path: name.clone(),
+                name,
+                op_type: op,
+                inputs: vec![],
+                trace_error: Some(e.to_string()),
+            })
+        }
+    };
+    let flag_value = |cond: &str| -> Option<bool> {
+        feeds.iter().find(|(k, _)| k == cond).and_then(|(_, f)| match f {
+            Feed::Bool(a) => a.iter().next().copied(),
+            _ => None,
+        })
+    };
+    let Some(path) = graph_edit::find_node(&bytes, &name, &flag_value) else {
+        return Some(FailedNode {
+            path: name.clone(),
+            name,
+            op_type: op,
+            inputs: vec![],
+            trace_error: Some("node not found in the graph".into()),
+        });
+    };
+    let wanted: Vec<String> = path.inputs.iter().filter(|s| !s.is_empty()).cloned().collect();
+    let mut node = FailedNode {
+        path: path.display(),
+        name: path.name.clone(),
+        op_type: if path.op_type.is_empty() { op } else { path.op_type.clone() },
+        inputs: wanted.iter().map(|n| TensorInfo { name: n.clone(), dtype: String::new(), shape: None }).collect(),
+        trace_error: None,
+    };
+    // Inputs that are feeds need no re-run.
+    let traced = graph_edit::expose(&bytes, &path, &wanted).and_then(|edited| {
+        let mut s = with_threads(Session::builder(env), opts.threads)
+            .and_then(|mut b| b.commit_from_memory(&edited))
+            .map_err(|e| format!("re-loading the model with the node's inputs exposed failed: {e}"))?;
+        let declared: Vec<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
+        let kept: Vec<(String, Feed)> = feeds.iter().filter(|(k, _)| declared.contains(k)).cloned().collect();
+        run(&mut s, &kept).map_err(|e| format!("re-running with the node's inputs exposed failed: {}", first_line(&e)))
+    });
+    match traced {
+        Ok(out) => {
+            for i in node.inputs.iter_mut() {
+                if let Some(info) = out.infos.iter().find(|o| o.name == i.name) {
+                    *i = info.clone();
+                } else if let Some((_, f)) = feeds.iter().find(|(k, _)| *k == i.name) {
+                    *i = f.info(&i.name);
+                }
+            }
+        }
+        Err(e) => node.trace_error = Some(e),
+    }
+    Some(node)
+}
+
+/// One line on what the failure pattern usually means.
+pub(crate) fn failure_cause(message: &str, step: usize, past_len: i64, node: Option<&FailedNode>) -> Option<String> {
+    if message.contains("Missing Input")
+        || message.contains("Invalid input name")
+        || message.contains("Invalid Feed Input Name")
+    {
+        return Some(
+            "signature mismatch: the model does not have the inputs a correct caller feeds (see the static findings)"
+                .into(),
+        );
+    }
+    if message.contains("Got invalid dimensions") {
+        return Some(
+            "a static axis in the declared signature: the model fixed this input's size at export time".into(),
+        );
+    }
+    let op = node.map(|n| n.op_type.as_str()).unwrap_or("");
+    let shape_op =
+        matches!(op, "Reshape" | "Expand" | "Concat" | "Add" | "Mul" | "Where" | "MatMul" | "Softmax" | "Sub" | "Div")
+            || message.contains("Reshape")
+            || message.contains("broadcast")
+            || message.contains("Broadcast");
+    if shape_op && step > 0 {
+        let numbers: Vec<i64> = message.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect();
+        let tracks = numbers.contains(&(past_len + 1)) || numbers.contains(&past_len);
+        if tracks {
+            return Some(format!(
+                "a sequence length fixed at export time: step {step} feeds a past of length {past_len} and the numbers in the error track it; earlier steps worked (a Python int or constant shape captured while tracing)"
+            ));
+        }
+        return Some(format!("a shape mismatch that appears only once the cache has grown (step {step}): suspect a length baked in at export time"));
+    }
+    None
+}
