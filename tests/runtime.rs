@@ -15,6 +15,9 @@ fn ort_lib() -> String {
 
 const MARIAN_SPEC: &str = "specs/marian-decoder-merged.yaml";
 const TINY: [&str; 6] = ["--param", "hidden=32", "--param", "head_dim=4", "--param", "vocab=1000"];
+/// Fits specs/gpt2-decoder.yaml to models/gpt2-tiny (and the position-bug fixture).
+const TINY_GPT2: [&str; 8] =
+    ["--param", "layers=2", "--param", "heads=4", "--param", "head_dim=8", "--param", "vocab=1000"];
 
 fn check_json(model_rel: &str, spec: &str, extra: &[&str]) -> (i32, Value) {
     let lib = ort_lib();
@@ -65,20 +68,8 @@ fn merged_marian_passes_with_growing_cache_and_parity_for_both_step0_lengths() {
 
 #[test]
 fn gpt2_passes_with_parity_and_batch_two() {
-    let params = [
-        "--param",
-        "layers=2",
-        "--param",
-        "heads=4",
-        "--param",
-        "head_dim=8",
-        "--param",
-        "vocab=1000",
-        "--batch",
-        "2",
-        "--steps",
-        "3",
-    ];
+    let mut params = TINY_GPT2.to_vec();
+    params.extend(["--batch", "2", "--steps", "3"]);
     let (code, r) = check_json(GPT2, "specs/gpt2-decoder.yaml", &params);
     assert_eq!(code, 0, "{r:#}");
     let steps = steps(&r);
@@ -232,7 +223,7 @@ fn no_runtime_anywhere_says_what_to_install() {
     let m = model(GPT2);
     let out = bin()
         .args(["check", path_str(&m), "--contract", "specs/gpt2-decoder.yaml", "--no-fetch"])
-        .args(["--param", "layers=2", "--param", "heads=4", "--param", "head_dim=8", "--param", "vocab=1000"])
+        .args(TINY_GPT2)
         .env("PATH", &empty) // no python3: no onnxruntime package to find
         .env("ONNX_CONTRACT_CACHE", &empty)
         .env_remove("ORT_DYLIB_PATH")
@@ -423,8 +414,7 @@ fn a_static_axis_fails_at_step_0_with_its_cause() {
 
 #[test]
 fn a_position_offset_bug_is_caught_by_parity_only() {
-    let params = ["--param", "layers=2", "--param", "heads=4", "--param", "head_dim=8", "--param", "vocab=1000"];
-    let (code, r) = check_json("gpt2-position-bug/model.onnx", "specs/gpt2-decoder.yaml", &params);
+    let (code, r) = check_json("gpt2-position-bug/model.onnx", "specs/gpt2-decoder.yaml", &TINY_GPT2);
     assert_eq!(code, 2, "{r:#}");
     let findings = r["findings"].as_array().unwrap();
     // The signature is right and every step runs with the right shapes ...
