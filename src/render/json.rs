@@ -59,16 +59,20 @@ pub fn diff(a: &str, b: &str, d: &Diff) -> Value {
 }
 
 pub fn check(model: &str, contract: &Contract, findings: &[Finding], runtimes: &[RuntimeReport]) -> Value {
-    json!({
+    let mut v = json!({
         "runtime": runtimes.first(),
-        "runtimes": runtimes,
         "model": model,
         "contract": contract.path.display().to_string(),
         "contract_name": contract.name,
         "params": contract.params.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         "verdict": verdict(findings),
         "findings": findings,
-    })
+    });
+    // One row per runtime when several were checked (`--ort-lib` repeated).
+    if runtimes.len() > 1 {
+        v["runtimes"] = json!(runtimes);
+    }
+    v
 }
 
 /// An error that stopped the command, for `--format json` callers.
