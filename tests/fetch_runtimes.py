@@ -18,6 +18,14 @@ import zipfile
 VERSIONS = ["1.20.1", "1.22.0"]
 
 
+def publish(path, data):
+    """Tests run in parallel and may fetch at once: never expose a half-written library."""
+    tmp = f"{path}.{os.getpid()}.part"
+    with open(tmp, "wb") as out:
+        out.write(data)
+    os.replace(tmp, path)
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     dest = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "target", "test-runtimes")
@@ -35,8 +43,7 @@ def main():
                 with zipfile.ZipFile(wheel) as z:
                     member = f"onnxruntime/capi/libonnxruntime.so.{v}"
                     os.makedirs(os.path.dirname(lib), exist_ok=True)
-                    with z.open(member) as src, open(lib, "wb") as out:
-                        out.write(src.read())
+                    publish(lib, z.read(member))
         print(lib)
     old = os.path.join(dest, "ort-1.16.3", "libonnxruntime.so.1.16.3")
     if not os.path.exists(old):
@@ -47,8 +54,7 @@ def main():
             with tarfile.open(os.path.join(tmp, "onnxruntime-node-1.16.3.tgz")) as t:
                 src = t.extractfile("package/bin/napi-v3/linux/x64/libonnxruntime.so.1.16.3")
                 os.makedirs(os.path.dirname(old), exist_ok=True)
-                with open(old, "wb") as out:
-                    out.write(src.read())
+                publish(old, src.read())
     print(old)
 
 
