@@ -276,12 +276,7 @@ fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
                         // The version found, checked statically first: the table
                         // names the limit, the run below confirms it.
                         if let Some(v) = locate::version_from_name(&lib.path) {
-                            if runtime::compat::TABLE.iter().any(|r| Some(r.0) == runtime::compat::minor(&v)) {
-                                for mut f in runtime::compat::check_target(&sig, &v) {
-                                    f.runtime = Some(v.clone());
-                                    findings.push(f);
-                                }
-                            }
+                            findings.extend(runtime::compat::check_found(&sig, &v));
                         }
                         let job = runtime::driver::Job {
                             model: args.model.clone(),

@@ -36,21 +36,41 @@ pub fn minor(version: &str) -> Option<u32> {
     parts.next()?.parse().ok()
 }
 
-/// Findings for running `sig` on ONNX Runtime `version`, decided statically.
+/// The row of [`TABLE`] for `version` (max IR, max opset, source), if any.
+fn limits(version: &str) -> Option<(i64, i64, Source)> {
+    let m = minor(version)?;
+    TABLE.iter().find(|r| r.0 == m).map(|r| (r.1, r.2, r.3))
+}
+
+/// Findings for running `sig` on ONNX Runtime `version` (`--target-ort`),
+/// decided statically; a version without data is itself a warning.
 pub fn check_target(sig: &Signature, version: &str) -> Vec<Finding> {
-    let Some(m) = minor(version) else {
+    if minor(version).is_none() {
         return vec![Finding::error(Code::Compat, format!("--target-ort {version}: not a 1.x version"))];
-    };
-    let Some(&(_, max_ir, max_opset, source)) = TABLE.iter().find(|r| r.0 == m) else {
-        let known: Vec<String> = TABLE.iter().map(|r| format!("1.{}", r.0)).collect();
-        return vec![Finding::warning(
-            Code::Compat,
-            format!(
-                "no IR/opset data for ONNX Runtime {version} (known: {}); check against the runtime itself with --ort-lib",
-                known.join(", ")
-            ),
-        )];
-    };
+    }
+    match limits(version) {
+        Some(l) => against(sig, version, l),
+        None => {
+            let known: Vec<String> = TABLE.iter().map(|r| format!("1.{}", r.0)).collect();
+            vec![Finding::warning(
+                Code::Compat,
+                format!(
+                    "no IR/opset data for ONNX Runtime {version} (known: {}); check against the runtime itself with --ort-lib",
+                    known.join(", ")
+                ),
+            )]
+        }
+    }
+}
+
+/// The same for a runtime that was found and is about to run: silent when
+/// the table has no data (the run itself will tell), tagged with the version.
+pub fn check_found(sig: &Signature, version: &str) -> Vec<Finding> {
+    let Some(l) = limits(version) else { return Vec::new() };
+    against(sig, version, l).into_iter().map(|f| Finding { runtime: Some(version.to_string()), ..f }).collect()
+}
+
+fn against(sig: &Signature, version: &str, (max_ir, max_opset, source): (i64, i64, Source)) -> Vec<Finding> {
     let how = match source {
         Source::Measured => "measured",
         Source::Documented => "documented",
