@@ -51,10 +51,17 @@ pub fn check_files(
     params: &[(String, i64)],
 ) -> Result<Vec<finding::Finding>, Error> {
     let contract = contract::load(contract_path, params)?;
+    let sig = read_usable_signature(model)?;
+    Ok(contract::check(&sig, &contract))
+}
+
+/// The signature of a model that can actually be loaded: its external-data
+/// references are checked too (a model whose weights are missing is unusable).
+pub fn read_usable_signature(model: &Path) -> Result<signature::Signature, Error> {
     let sig = reader::read_signature(model)?;
     let problems = reader::external_data_problems(model, &sig);
     if !problems.is_empty() {
         return Err(Error::ExternalData { path: model.to_path_buf(), problems: problems.join("; ") });
     }
-    Ok(contract::check(&sig, &contract))
+    Ok(sig)
 }

@@ -126,6 +126,15 @@ impl From<ModelError> for Fail {
     }
 }
 
+impl From<onnx_contract::Error> for Fail {
+    fn from(e: onnx_contract::Error) -> Self {
+        match e {
+            onnx_contract::Error::Contract(c) => c.into(),
+            other => Fail { code: exit::BAD_MODEL, kind: "model", message: other.to_string() },
+        }
+    }
+}
+
 impl From<ContractError> for Fail {
     fn from(e: ContractError) -> Self {
         Fail { code: exit::BAD_CONTRACT, kind: "contract", message: e.to_string() }
@@ -231,16 +240,8 @@ fn run(cli: Cli) -> Result<i32, Fail> {
 
 fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
     let contract = contract::load(&args.contract, &args.params)?;
-    let sig = read_signature(&args.model)?;
     // A model whose weights cannot be found is unusable: say so before any check.
-    let problems = onnx_contract::reader::external_data_problems(&args.model, &sig);
-    if !problems.is_empty() {
-        return Err(Fail {
-            code: exit::BAD_MODEL,
-            kind: "model",
-            message: format!("{}: external data: {}", args.model.display(), problems.join("; ")),
-        });
-    }
+    let sig = onnx_contract::read_usable_signature(&args.model)?;
     let mut findings = contract::check(&sig, &contract);
     if let Some(v) = &args.target_ort {
         findings.extend(runtime::compat::check_target(&sig, v));
