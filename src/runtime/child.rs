@@ -2,7 +2,7 @@
 //! segfault or abort inside ONNX Runtime becomes a finding, not a dead tool.
 
 use super::driver::{self, Job};
-use super::events::{Event, TensorInfo};
+use super::events::Event;
 use super::report::RuntimeReport;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -105,15 +105,4 @@ pub fn run(exe: &Path, job: &Job, source: &str, timeout: Duration) -> RuntimeRep
     let stderr_text = stderr_thread.join().unwrap_or_default();
     report.finish(status.ok(), timed_out, timeout, &stderr_text);
     report
-}
-
-/// Shapes of the feeds, for the crash message.
-pub fn describe_feeds(feeds: &[TensorInfo]) -> String {
-    let shown: Vec<String> =
-        feeds.iter().take(4).map(|f| format!("{} {:?}", f.name, f.shape.clone().unwrap_or_default())).collect();
-    if feeds.len() > 4 {
-        format!("{}, … ({} feeds)", shown.join(", "), feeds.len())
-    } else {
-        shown.join(", ")
-    }
 }

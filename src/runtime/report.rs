@@ -1,6 +1,5 @@
 //! The runtime part of a report: what ran, step by step, and the findings.
 
-use super::child::describe_feeds;
 use super::events::{Event, FailedNode, TensorInfo};
 use crate::finding::{Code, Finding, Severity};
 use serde::Serialize;
@@ -256,4 +255,15 @@ fn innermost_status(message: &str) -> String {
         None => clean_ort_message(m),
     };
     m.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Shapes of the feeds, for the crash message.
+fn describe_feeds(feeds: &[TensorInfo]) -> String {
+    let shown: Vec<String> =
+        feeds.iter().take(4).map(|f| format!("{} {:?}", f.name, f.shape.clone().unwrap_or_default())).collect();
+    if feeds.len() > 4 {
+        format!("{}, … ({} feeds)", shown.join(", "), feeds.len())
+    } else {
+        shown.join(", ")
+    }
 }
