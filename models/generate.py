@@ -4,7 +4,10 @@ Every model is built from a config with a fixed seed (no hub downloads) and
 exported with the real exporter. Pinned versions (see requirements-gen.txt):
 torch 2.9.1, transformers 4.57.6, optimum 2.1.0, optimum-onnx 0.1.0, onnx 1.23.2.
 
-    HF_HUB_OFFLINE=1 python models/generate.py [name ...]
+    HF_HUB_OFFLINE=1 python models/generate.py [--out DIR] [name ...]
+    python models/verify_fixtures.py        # run every folder once in onnxruntime
+
+(--out DIR writes the folders under DIR instead of models/.)
 
 Each fixture isolates one situation from ../shared/context/field-notes.md:
   marian-tiny/          optimum text2text-generation-with-past export of a Marian
@@ -23,14 +26,61 @@ Each fixture isolates one situation from ../shared/context/field-notes.md:
                         merge_decoders. Its signature is exactly right; step 1
                         (past 1) works and step 2 (past 2) fails in a Reshape
                         inside the If's cache branch.
-  bart-tiny/, t5-tiny/, whisper-tiny/   optimum merged decoders of the other
-                        seq2seq families (decoder_model_merged.onnx only).
   gpt2-position-bug/    a GPT-2 export whose wrapper restarts positions at 0 on
                         every call (no position_ids input): signature right,
                         every step runs, only the parity check catches it.
   llama-tiny/, qwen2-tiny/   decoder-only exports with grouped-query attention
                         (4 heads, 2 KV heads: the past's head axis is 2).
+  bart-tiny/, t5-tiny/, whisper-tiny/   the other seq2seq families, optimum's
+                        complete four-file export (encoder_model, decoder_model,
+                        decoder_with_past_model, decoder_model_merged; the merged
+                        file was committed first, alone). whisper's encoder
+                        takes input_features [batch, num_mel_bins=80, frames]
+                        and only frames = 2 * max_source_positions (= 3000, as in
+                        real Whisper; max_source_positions is left at 1500 so the
+                        committed merged decoder's weights stay the same): optimum
+                        exports input_features as [batch_size, 80, 3000] with the
+                        frame axis static, and ORT rejects any other count
+                        ("Got invalid dimensions for input: input_features ...").
+                        whisper's decoders have no encoder_attention_mask input.
+  marian-pair-baked-past/   incident 2 in optimum's split pair layout (no merged
+                        file): encoder_model.onnx and decoder_model.onnx are the
+                        normal optimum exports of marian_model() (the same bytes
+                        as marian-tiny's), decoder_with_past_model.onnx is the
+                        BakedPastDecoder trace (past length 1 at trace time) with
+                        exactly optimum's with-past signature (I/O types copied
+                        from optimum's own with-past export). Driven as
+                        transformers.js does: step 0 decoder_model, step 1 with
+                        past 1 works, step 2 with past 2 fails in a Reshape.
+  marian-config-mismatch/   a correct Marian export (encoder_model.onnx +
+                        decoder_model_merged.onnx) with decoder_layers=3 whose
+                        config.json is then edited to claim decoder_layers: 6
+                        (everything else is true): config vs graph disagreement.
+  bart-tjs/             transformers.js layout of a BART of another size than
+                        bart-tiny (d_model 48, 3+3 layers, 6 heads, head_dim 8,
+                        vocab 1200): config.json, generation_config.json,
+                        tokenizer_config.json ({}) and README.md at the root, the
+                        four ONNX files in onnx/.
+  mistral-tiny/         decoder-only Mistral (sliding_window 16 in the config,
+                        4 heads, 2 KV heads).
+  gemma-tiny/           decoder-only Gemma whose head_dim (16) is set explicitly
+                        and differs from hidden_size / num_attention_heads (32/4 =
+                        8); 1 KV head, so the past is [batch, 1, seq, 16].
+                        optimum's Gemma export has no position_ids input.
+
+Every folder has config.json and generation_config.json, written by
+transformers (config.save_pretrained and
+GenerationConfig.from_model_config(cfg).save_pretrained) from the very config
+object the folder's model was built from (gpt2-position-bug: gpt2-tiny's),
+with `architectures` set as PreTrainedModel.save_pretrained sets it.
+
+merge_decoders picks deduplicated initializer names by popping from a Python
+set, so merged files depend on the string hash seed; this script re-executes
+itself with PYTHONHASHSEED=0 so runs are byte-reproducible. (The merged files
+committed before that, i.e. bart/t5/whisper/marian-tiny/marian-baked-past,
+differ from a fresh run only in those initializer names.)
 """
+import json
 import os
 import shutil
 import sys
@@ -38,6 +88,10 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
+    # merge_decoders' initializer names depend on set order: fix the hash seed.
+    os.environ["PYTHONHASHSEED"] = "0"
+    os.execv(sys.executable, [sys.executable, *sys.argv])
 
 import onnx
 import torch
@@ -45,7 +99,9 @@ import transformers
 from optimum.exporters.onnx import onnx_export_from_model
 
 HERE = Path(__file__).resolve().parent
+OUT = HERE  # where the fixture folders are written (--out DIR)
 SEED = 0
+SEQ2SEQ_FILES = ["encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx", "decoder_model_merged.onnx"]
 
 # opus-mt-en-zh structure, tiny widths: d_model 32 / 8 heads = head_dim 4.
 MARIAN = dict(
@@ -65,28 +121,36 @@ MARIAN = dict(
 )
 
 
-def marian_model(attn="sdpa"):
+def marian_model(attn="sdpa", **overrides):
     torch.manual_seed(SEED)
-    cfg = transformers.MarianConfig(**MARIAN)
+    cfg = transformers.MarianConfig(**{**MARIAN, **overrides})
     cfg._attn_implementation = attn
     return transformers.MarianMTModel(cfg).eval()
 
 
-def export_optimum(model, task, out: Path, keep):
+def save_configs(cfg, out: Path, architecture: str):
+    """config.json + generation_config.json, written by transformers itself.
+    `architectures` is set the way PreTrainedModel.save_pretrained sets it."""
+    out.mkdir(parents=True, exist_ok=True)
+    cfg.architectures = [architecture]
+    cfg.save_pretrained(out)
+    transformers.GenerationConfig.from_model_config(cfg).save_pretrained(out)
+
+
+def export_optimum(model, task, out: Path, keep, onnx_dir=None):
+    """Export with optimum, keep the named ONNX files (in onnx_dir, default
+    out) and write the model's config files into out."""
+    save_configs(model.config, out, type(model).__name__)
+    dest = onnx_dir or out
     with tempfile.TemporaryDirectory() as tmp:
         onnx_export_from_model(model, tmp, task=task, do_validation=False)
-        out.mkdir(parents=True, exist_ok=True)
+        dest.mkdir(parents=True, exist_ok=True)
         for name in keep:
-            shutil.copy(Path(tmp) / name, out / name)
+            shutil.copy(Path(tmp) / name, dest / name)
 
 
 def gen_marian_tiny():
-    export_optimum(
-        marian_model(),
-        "text2text-generation-with-past",
-        HERE / "marian-tiny",
-        ["encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx", "decoder_model_merged.onnx"],
-    )
+    export_optimum(marian_model(), "text2text-generation-with-past", OUT / "marian-tiny", SEQ2SEQ_FILES)
 
 
 class SelfPastOnlyDecoder(torch.nn.Module):
@@ -155,8 +219,8 @@ def gen_marian_15_inputs():
                 out_names.append(name)
                 seq = "past_decoder_sequence_length + 1" if part == "decoder" else "encoder_sequence_length_out"
                 axes[name] = {0: "batch_size", 2: seq}
-    out = HERE / "marian-15-inputs"
-    out.mkdir(parents=True, exist_ok=True)
+    out = OUT / "marian-15-inputs"
+    save_configs(model.config, out, type(model).__name__)
     path = out / "decoder_model_merged.onnx"
     torch.onnx.export(
         wrapper,
@@ -174,11 +238,14 @@ def gen_marian_15_inputs():
     onnx.save(m, str(path))
 
 
+def gpt2_config():
+    return transformers.GPT2Config(vocab_size=1000, n_positions=128, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
+
+
 def gen_gpt2_tiny():
     torch.manual_seed(SEED)
-    cfg = transformers.GPT2Config(vocab_size=1000, n_positions=128, n_embd=32, n_layer=2, n_head=4, bos_token_id=0, eos_token_id=0)
-    model = transformers.GPT2LMHeadModel(cfg).eval()
-    export_optimum(model, "text-generation-with-past", HERE / "gpt2-tiny", ["model.onnx"])
+    model = transformers.GPT2LMHeadModel(gpt2_config()).eval()
+    export_optimum(model, "text-generation-with-past", OUT / "gpt2-tiny", ["model.onnx"])
 
 
 class BakedPastDecoder(torch.nn.Module):
@@ -219,49 +286,55 @@ class BakedPastDecoder(torch.nn.Module):
         return tuple(flat)
 
 
+def export_baked_with_past(model, with_past: Path):
+    """Trace BakedPastDecoder (past length 1) to with_past, optimum's with-past
+    input/output names, opset 18."""
+    L, H, D = MARIAN["decoder_layers"], MARIAN["decoder_attention_heads"], MARIAN["d_model"] // MARIAN["decoder_attention_heads"]
+    enc_len, past_len = 5, 1
+    in_names = ["encoder_attention_mask", "input_ids"]
+    axes = {
+        "encoder_attention_mask": {0: "batch_size", 1: "encoder_sequence_length"},
+        "input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
+        "logits": {0: "batch_size", 1: "decoder_sequence_length"},
+    }
+    past = []
+    for layer in range(L):
+        for part, seq, n in (("decoder", "past_decoder_sequence_length", past_len), ("encoder", "encoder_sequence_length", enc_len)):
+            for kv in ("key", "value"):
+                name = f"past_key_values.{layer}.{part}.{kv}"
+                in_names.append(name)
+                axes[name] = {0: "batch_size", 2: seq}
+                past.append(torch.randn(1, H, n, D))
+    out_names = ["logits"]
+    for layer in range(L):
+        for kv in ("key", "value"):
+            name = f"present.{layer}.decoder.{kv}"
+            out_names.append(name)
+            axes[name] = {0: "batch_size", 2: "past_decoder_sequence_length + decoder_sequence_length"}
+    torch.onnx.export(
+        BakedPastDecoder(model),
+        (torch.ones(1, enc_len, dtype=torch.int64), torch.tensor([[7]]), *past),
+        str(with_past),
+        input_names=in_names,
+        output_names=out_names,
+        dynamic_axes=axes,
+        opset_version=18,
+        dynamo=False,
+    )
+
+
 def gen_marian_baked_past():
     from optimum.onnx import merge_decoders
 
     model = marian_model("eager")
-    L, H, D = MARIAN["decoder_layers"], MARIAN["decoder_attention_heads"], MARIAN["d_model"] // MARIAN["decoder_attention_heads"]
-    enc_len, past_len = 5, 1
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         # The no-cache branch is optimum's own decoder, exported as usual.
         onnx_export_from_model(model, tmp / "ref", task="text2text-generation-with-past", do_validation=False)
-        in_names = ["encoder_attention_mask", "input_ids"]
-        axes = {
-            "encoder_attention_mask": {0: "batch_size", 1: "encoder_sequence_length"},
-            "input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
-            "logits": {0: "batch_size", 1: "decoder_sequence_length"},
-        }
-        past = []
-        for layer in range(L):
-            for part, seq, n in (("decoder", "past_decoder_sequence_length", past_len), ("encoder", "encoder_sequence_length", enc_len)):
-                for kv in ("key", "value"):
-                    name = f"past_key_values.{layer}.{part}.{kv}"
-                    in_names.append(name)
-                    axes[name] = {0: "batch_size", 2: seq}
-                    past.append(torch.randn(1, H, n, D))
-        out_names = ["logits"]
-        for layer in range(L):
-            for kv in ("key", "value"):
-                name = f"present.{layer}.decoder.{kv}"
-                out_names.append(name)
-                axes[name] = {0: "batch_size", 2: "past_decoder_sequence_length + decoder_sequence_length"}
         with_past = tmp / "decoder_with_past_model.onnx"
-        torch.onnx.export(
-            BakedPastDecoder(model),
-            (torch.ones(1, enc_len, dtype=torch.int64), torch.tensor([[7]]), *past),
-            str(with_past),
-            input_names=in_names,
-            output_names=out_names,
-            dynamic_axes=axes,
-            opset_version=18,
-            dynamo=False,
-        )
-        out = HERE / "marian-baked-past"
-        out.mkdir(parents=True, exist_ok=True)
+        export_baked_with_past(model, with_past)
+        out = OUT / "marian-baked-past"
+        save_configs(model.config, out, type(model).__name__)
         merge_decoders(
             str(tmp / "ref" / "decoder_model.onnx"),
             str(with_past),
@@ -270,8 +343,43 @@ def gen_marian_baked_past():
         )
 
 
+def gen_marian_pair_baked_past():
+    """Incident 2 in the split pair layout transformers.js / older optimum load."""
+    model = marian_model()  # sdpa, as marian-tiny: same weights as the eager one
+    out = OUT / "marian-pair-baked-past"
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        export_optimum(model, "text2text-generation-with-past", tmp / "ref", SEQ2SEQ_FILES)
+        out.mkdir(parents=True, exist_ok=True)
+        for name in ("encoder_model.onnx", "decoder_model.onnx", "config.json", "generation_config.json"):
+            shutil.copy(tmp / "ref" / name, out / name)
+        baked = tmp / "baked.onnx"
+        export_baked_with_past(marian_model("eager"), baked)
+        # Same names and order as optimum's with-past decoder; take its exact
+        # types too (dim names such as logits' "1" come from optimum).
+        ref = onnx.load(tmp / "ref" / "decoder_with_past_model.onnx")
+        m = onnx.load(baked)
+        for mine, theirs in ((m.graph.input, ref.graph.input), (m.graph.output, ref.graph.output)):
+            assert [v.name for v in mine] == [v.name for v in theirs], ([v.name for v in mine], [v.name for v in theirs])
+            for v, r in zip(mine, theirs):
+                v.type.CopyFrom(r.type)
+        onnx.checker.check_model(m)
+        onnx.save(m, out / "decoder_with_past_model.onnx")
+
+
+def gen_marian_config_mismatch():
+    model = marian_model(decoder_layers=3)
+    out = OUT / "marian-config-mismatch"
+    export_optimum(model, "text2text-generation-with-past", out, ["encoder_model.onnx", "decoder_model_merged.onnx"])
+    path = out / "config.json"
+    cfg = json.loads(path.read_text())
+    assert cfg["decoder_layers"] == 3
+    cfg["decoder_layers"] = 6  # the lie: the graph has 3 decoder layers
+    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
 def _tiny_seq2seq(name, model, task="text2text-generation-with-past"):
-    export_optimum(model, task, HERE / name, ["decoder_model_merged.onnx"])
+    export_optimum(model, task, OUT / name, SEQ2SEQ_FILES)
 
 
 def gen_bart_tiny():
@@ -300,8 +408,26 @@ def gen_whisper_tiny():
     _tiny_seq2seq("whisper-tiny", transformers.WhisperForConditionalGeneration(cfg).eval(), "automatic-speech-recognition-with-past")
 
 
+def gen_bart_tjs():
+    torch.manual_seed(SEED)
+    cfg = transformers.BartConfig(
+        vocab_size=1200, d_model=48, encoder_layers=3, decoder_layers=3, encoder_attention_heads=6,
+        decoder_attention_heads=6, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+    )
+    out = OUT / "bart-tjs"
+    model = transformers.BartForConditionalGeneration(cfg).eval()
+    export_optimum(model, "text2text-generation-with-past", out, SEQ2SEQ_FILES, onnx_dir=out / "onnx")
+    # Non-ONNX files a real transformers.js folder has; discovery must skip them.
+    (out / "tokenizer_config.json").write_text("{}\n")
+    (out / "README.md").write_text(
+        "# bart-tjs\n\nTiny random-weight BART (d_model 48, 3+3 layers, 6 heads, vocab 1200) in the\n"
+        "transformers.js layout: config files at the root, ONNX files in onnx/.\n"
+        "Generated by ../generate.py; not a usable model.\n"
+    )
+
+
 def _tiny_decoder_only(name, model):
-    export_optimum(model, "text-generation-with-past", HERE / name, ["model.onnx"])
+    export_optimum(model, "text-generation-with-past", OUT / name, ["model.onnx"])
 
 
 def gen_llama_tiny():
@@ -316,6 +442,24 @@ def gen_qwen2_tiny():
     _tiny_decoder_only("qwen2-tiny", transformers.Qwen2ForCausalLM(cfg).eval())
 
 
+def gen_mistral_tiny():
+    torch.manual_seed(SEED)
+    cfg = transformers.MistralConfig(
+        vocab_size=1000, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128, sliding_window=16,
+    )
+    _tiny_decoder_only("mistral-tiny", transformers.MistralForCausalLM(cfg).eval())
+
+
+def gen_gemma_tiny():
+    torch.manual_seed(SEED)
+    cfg = transformers.GemmaConfig(
+        vocab_size=1000, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=16, max_position_embeddings=128,
+    )
+    _tiny_decoder_only("gemma-tiny", transformers.GemmaForCausalLM(cfg).eval())
+
+
 def gen_gpt2_position_bug():
     """Field notes 3: positions restart at 0 on every call instead of
     continuing from the cache length. Made from gpt2-tiny by graph surgery
@@ -323,7 +467,7 @@ def gen_gpt2_position_bug():
     position_ids input is replaced by Range(0, sequence_length)."""
     from onnx import helper as h
 
-    m = onnx.load(HERE / "gpt2-tiny" / "model.onnx")
+    m = onnx.load(OUT / "gpt2-tiny" / "model.onnx")
     g = m.graph
     const = lambda name, v: h.make_node("Constant", [], [name], value=h.make_tensor(name + "_v", onnx.TensorProto.INT64, [], [v]))
     nodes = [
@@ -343,8 +487,8 @@ def gen_gpt2_position_bug():
     keep = [i for i in g.input if i.name != "position_ids"]
     del g.input[:]
     g.input.extend(keep)
-    out = HERE / "gpt2-position-bug"
-    out.mkdir(parents=True, exist_ok=True)
+    out = OUT / "gpt2-position-bug"
+    save_configs(gpt2_config(), out, "GPT2LMHeadModel")  # the model it was cut from: gpt2-tiny's
     onnx.checker.check_model(m)
     onnx.save(m, out / "model.onnx")
 
@@ -360,12 +504,22 @@ GENERATORS = {
     "llama-tiny": gen_llama_tiny,
     "qwen2-tiny": gen_qwen2_tiny,
     "gpt2-position-bug": gen_gpt2_position_bug,
+    "marian-pair-baked-past": gen_marian_pair_baked_past,
+    "marian-config-mismatch": gen_marian_config_mismatch,
+    "bart-tjs": gen_bart_tjs,
+    "mistral-tiny": gen_mistral_tiny,
+    "gemma-tiny": gen_gemma_tiny,
 }
 
 if __name__ == "__main__":
-    names = sys.argv[1:] or list(GENERATORS)
+    args = sys.argv[1:]
+    if "--out" in args:
+        k = args.index("--out")
+        OUT = Path(args[k + 1]).resolve()
+        del args[k : k + 2]
+    names = args or list(GENERATORS)
     for name in names:
         print(f"== {name}", flush=True)
         GENERATORS[name]()
-    for f in sorted(HERE.rglob("*.onnx")):
-        print(f"{f.relative_to(HERE)}  {f.stat().st_size} bytes")
+    for f in sorted(OUT.rglob("*.onnx")):
+        print(f"{f.relative_to(OUT)}  {f.stat().st_size} bytes")
