@@ -4,9 +4,12 @@
 use crate::fold::fold;
 use crate::signature::{Port, Signature};
 
+/// How a tensor differs between A and B.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
+    /// Only A has it.
     OnlyInA,
+    /// Only B has it.
     OnlyInB,
     /// Present in both, with another dtype or shape.
     Differs,
@@ -15,31 +18,42 @@ pub enum Change {
 /// One row of the diff: a tensor (or a folded family) and how it differs.
 #[derive(Debug, Clone)]
 pub struct DiffRow {
+    /// `input` or `output`.
     pub side: &'static str,
+    /// How it differs.
     pub change: Change,
     /// Folded name, e.g. `past_key_values.{0..5}.encoder.{key,value}`.
     pub label: String,
+    /// Every name behind the label.
     pub names: Vec<String>,
-    /// `dtype shape` in A and B, empty where absent.
+    /// `dtype shape` in A, empty where absent.
     pub a: String,
+    /// `dtype shape` in B, empty where absent.
     pub b: String,
 }
 
 /// Header facts that differ (IR version, opsets, producer, counts).
 #[derive(Debug, Clone)]
 pub struct HeaderRow {
+    /// `ir_version`, `opsets`, …
     pub field: &'static str,
+    /// A's value.
     pub a: String,
+    /// B's value.
     pub b: String,
 }
 
+/// Two signatures compared.
 #[derive(Debug, Clone)]
 pub struct Diff {
+    /// Header facts, equal or not.
     pub header: Vec<HeaderRow>,
+    /// Tensors that differ.
     pub rows: Vec<DiffRow>,
 }
 
 impl Diff {
+    /// No tensor and no header fact differs.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty() && self.header.iter().all(|h| h.a == h.b)
     }
@@ -49,6 +63,7 @@ fn describe(p: &Port) -> String {
     format!("{} {}", p.ty.dtype_label(), p.ty.shape_label()).trim().to_string()
 }
 
+/// Compares two signatures, layer families folded.
 pub fn diff(a: &Signature, b: &Signature) -> Diff {
     let opsets = |s: &Signature| {
         let v: Vec<String> = s

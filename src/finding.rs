@@ -1,13 +1,18 @@
 //! The one finding type every check produces.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+/// How much a finding matters: only errors fail a check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Severity {
+    /// Context worth showing; never fails a check.
     Info,
+    /// Suspicious but not a violation.
     Warning,
+    /// A violation: the check fails.
     Error,
 }
 
@@ -25,15 +30,23 @@ macro_rules! codes {
     ($($variant:ident = $code:literal: $doc:literal,)*) => {
         /// Stable finding codes. Never renumber or reuse one; the README lists them.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
         pub enum Code { $(#[doc = $doc] $variant,)* }
 
         impl Code {
+            /// Every code, in documentation order.
             pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+            /// The stable kebab-case name (`input-count`), as in JSON and SARIF.
             pub fn as_str(self) -> &'static str {
                 match self { $(Code::$variant => $code,)* }
             }
+            /// One sentence on what the code means.
             pub fn doc(self) -> &'static str {
                 match self { $(Code::$variant => $doc,)* }
+            }
+            /// The code named `name`, if there is one.
+            pub fn from_name(name: &str) -> Option<Code> {
+                Code::ALL.iter().copied().find(|c| c.as_str() == name)
             }
         }
     };
@@ -71,44 +84,63 @@ codes! {
     RuntimeSkipped = "runtime-skipped": "The runtime check did not run (static errors first).",
 }
 
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Code {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Code::from_name(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown finding code `{name}`")))
+    }
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One difference between a model and what was expected of it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Finding {
-    #[serde(serialize_with = "ser_code")]
+    /// What kind of difference (stable, documented).
     pub code: Code,
+    /// Whether it fails the check.
     pub severity: Severity,
+    /// One sentence naming the tensor, the values and what was expected.
     pub message: String,
     /// The tensor (or folded tensor family) concerned.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensor: Option<String>,
     /// Every tensor name behind a folded `tensor`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub names: Vec<String>,
     /// 1-based line of the contract entry that asked for this check.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract_line: Option<u64>,
     /// Decoding step (runtime findings).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<usize>,
     /// Past length fed at step 0 in the run that produced this finding.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step0_past_len: Option<i64>,
     /// Node path, also inside `If` branches (`optimum::if (then_branch) → /Reshape_5`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     /// One line on what this pattern usually means.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
     /// ONNX Runtime version the finding was seen with.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
 }
 
-fn ser_code<S: serde::Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(c.as_str())
-}
-
 impl Finding {
+    /// A finding with only a code, severity and message; add the rest with the builders.
     pub fn new(code: Code, severity: Severity, message: impl Into<String>) -> Self {
         Finding {
             code,
@@ -124,42 +156,45 @@ impl Finding {
             runtime: None,
         }
     }
+    /// An error finding.
     pub fn error(code: Code, message: impl Into<String>) -> Self {
         Self::new(code, Severity::Error, message)
     }
+    /// A warning finding.
     pub fn warning(code: Code, message: impl Into<String>) -> Self {
         Self::new(code, Severity::Warning, message)
     }
+    /// Names the tensor (or folded family) concerned.
     pub fn tensor(mut self, t: impl Into<String>) -> Self {
         self.tensor = Some(t.into());
         self
     }
+    /// Every tensor name behind a folded `tensor`.
     pub fn names(mut self, names: Vec<String>) -> Self {
         self.names = names;
         self
     }
+    /// The decoding step and the step-0 past length of the run.
     pub fn at_step(mut self, step: usize, step0_past_len: i64) -> Self {
         self.step = Some(step);
         self.step0_past_len = Some(step0_past_len);
         self
     }
+    /// The mechanism behind the finding, in one sentence.
     pub fn cause(mut self, cause: Option<String>) -> Self {
         self.cause = cause;
         self
     }
+    /// The contract line that asked for the check.
     pub fn line(mut self, line: Option<u64>) -> Self {
         self.contract_line = line;
         self
     }
 }
 
-/// `pass` unless some finding is an error.
-pub fn verdict(findings: &[Finding]) -> &'static str {
-    if findings.iter().any(|f| f.severity == Severity::Error) {
-        "fail"
-    } else {
-        "pass"
-    }
+/// True when some finding is an error (the check fails).
+pub fn any_error(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| f.severity == Severity::Error)
 }
 
 #[cfg(test)]
@@ -172,5 +207,15 @@ mod tests {
         for c in Code::ALL {
             assert!(seen.insert(c.as_str()), "duplicate code {}", c.as_str());
         }
+    }
+
+    #[test]
+    fn findings_round_trip_through_json() {
+        let f = Finding::error(Code::RunFailed, "step 2: boom").at_step(2, 0).tensor("logits");
+        let text = serde_json::to_string(&f).unwrap();
+        assert!(text.contains(r#""code":"run-failed""#), "{text}");
+        let back: Finding = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, f);
+        assert!(serde_json::from_str::<Code>(r#""no-such-code""#).is_err());
     }
 }

@@ -1,9 +1,29 @@
-//! onnx-contract: checks that an exported ONNX decoder honours its contract.
+//! onnx-contract: checks that an exported ONNX transformer decoder honours
+//! its contract, statically and on real ONNX Runtime.
 //!
-//! The library never prints: checks return [`finding::Finding`]s and the
-//! binary renders them.
+//! The whole check is one call: a [`Checker`] built with a [`Contract`] runs
+//! on a model file and returns a [`Report`], plain serde data that every
+//! output format renders. The library never prints.
+//!
+//! ```no_run
+//! use onnx_contract::{Checker, Contract, Verdict};
+//! use std::path::Path;
+//!
+//! let params = vec![("hidden".to_string(), 32), ("head_dim".to_string(), 4), ("vocab".to_string(), 1000)];
+//! let contract = Contract::load(Path::new("specs/marian-decoder-merged.yaml"), &params)?;
+//! let report = Checker::new().contract(contract).static_only(true).run(Path::new("models/marian-tiny/decoder_model_merged.onnx"))?;
+//! assert_eq!(report.verdict, Verdict::Pass);
+//! # Ok::<(), onnx_contract::Error>(())
+//! ```
+//!
+//! Features: `runtime` (the ONNX Runtime steps; links `ort`) and `cli` (the
+//! command line and human tables), both on by default. With
+//! `default-features = false` nothing links ONNX Runtime, so an application on
+//! any `ort` version can use the static check.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
+#![warn(missing_docs)]
 
+mod checker;
 pub mod contract;
 pub mod diff;
 pub mod exit;
@@ -13,43 +33,50 @@ pub mod fold;
 mod onnx_proto;
 pub mod reader;
 pub mod render;
+mod report;
 pub mod runtime;
 pub mod signature;
 
-use std::path::Path;
+pub use checker::{Checker, Isolation};
+pub use contract::{Contract, ContractError};
+pub use finding::{Code, Finding, Severity};
+pub use report::{ContractInfo, ModelSummary, Params, PortSummary, Report, Verdict, SCHEMA_VERSION};
 
-/// Why [`check_files`] could not judge the model at all.
+use std::path::{Path, PathBuf};
+
+/// Why a model could not be judged at all.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
+    /// The model file cannot be read as ONNX.
     #[error(transparent)]
     Model(#[from] reader::ModelError),
+    /// The contract file is invalid, or a parameter override names no parameter.
     #[error(transparent)]
-    Contract(#[from] contract::ContractError),
-    #[error("{path}: external data: {problems}")]
-    ExternalData { path: std::path::PathBuf, problems: String },
+    Contract(#[from] ContractError),
+    /// The model's external data is missing, short or points outside its folder.
+    #[error("{}: external data: {problems}", path.display())]
+    ExternalData {
+        /// The model file.
+        path: PathBuf,
+        /// Every problem, joined.
+        problems: String,
+    },
+    /// [`Checker::run`] was called without a contract.
+    #[error("no contract to check against: give the checker a contract")]
+    NoContract,
+    /// A runtime check was asked of a build without the `runtime` feature.
+    #[error("this build of onnx-contract has no `runtime` feature: only the static check is available")]
+    RuntimeFeature,
+    /// Something in this process failed (not the model's fault).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// The static check in one call, for an application that wants to refuse a
 /// wrong model at start-up: reads the signature (no weights), loads the
 /// contract, checks external-data references, and returns the findings.
-///
-/// ```no_run
-/// let findings = onnx_contract::check_files(
-///     "decoder_model_merged.onnx".as_ref(),
-///     "specs/marian-decoder-merged.yaml".as_ref(),
-///     &[],
-/// )?;
-/// if onnx_contract::finding::verdict(&findings) == "fail" {
-///     let first = findings.iter().find(|f| f.severity == onnx_contract::finding::Severity::Error).unwrap();
-///     panic!("refusing the model: {}", first.message);
-/// }
-/// # Ok::<(), onnx_contract::Error>(())
-/// ```
-pub fn check_files(
-    model: &Path,
-    contract_path: &Path,
-    params: &[(String, i64)],
-) -> Result<Vec<finding::Finding>, Error> {
+pub fn check_files(model: &Path, contract_path: &Path, params: &[(String, i64)]) -> Result<Vec<Finding>, Error> {
     let contract = contract::load(contract_path, params)?;
     let sig = read_usable_signature(model)?;
     Ok(contract::check(&sig, &contract))
@@ -65,3 +92,17 @@ pub fn read_usable_signature(model: &Path) -> Result<signature::Signature, Error
     }
     Ok(sig)
 }
+
+/// Call first thing in `main` of any program that runs the runtime check in
+/// a child process (the default): when this process was started as the
+/// check's child, it drives the model and exits; otherwise it returns at once.
+#[cfg(feature = "runtime")]
+pub fn init_child() {
+    if std::env::var_os(runtime::child::CHILD_ENV).is_some_and(|v| v == "1") {
+        std::process::exit(runtime::child::child_main());
+    }
+}
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,15 +1,15 @@
 //! The `onnx-contract` command line: parsing, dispatch, printing, exit codes.
 
 use clap::{Parser, Subcommand, ValueEnum};
-use onnx_contract::contract::{self, ContractError};
+use onnx_contract::contract::{ContractError, ContractErrorKind};
 use onnx_contract::exit;
-use onnx_contract::finding::{verdict, Code, Finding, Severity};
-use onnx_contract::reader::{read_signature, ModelError};
-use onnx_contract::render::{json, table};
-use onnx_contract::runtime::{self, locate};
+use onnx_contract::reader::{external_data_problems, read_signature, ModelError};
+use onnx_contract::render::{json, table, Human, Json, Renderer};
+use onnx_contract::{Checker, Code, Contract, Report, Verdict};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -54,9 +54,6 @@ enum Command {
     /// Check a model against a contract: the static signature check, then a
     /// KV-cache smoke test on real ONNX Runtime (in a child process).
     Check(CheckArgs),
-    /// (internal) The child process that drives ONNX Runtime.
-    #[command(name = "__drive-child", hide = true)]
-    DriveChild,
 }
 
 #[derive(clap::Args, Debug)]
@@ -128,23 +125,32 @@ impl From<ModelError> for Fail {
 
 impl From<onnx_contract::Error> for Fail {
     fn from(e: onnx_contract::Error) -> Self {
+        use onnx_contract::Error as E;
         match e {
-            onnx_contract::Error::Contract(c) => c.into(),
-            other => Fail { code: exit::BAD_MODEL, kind: "model", message: other.to_string() },
+            E::Contract(c) => c.into(),
+            E::Model(_) | E::ExternalData { .. } => {
+                Fail { code: exit::BAD_MODEL, kind: "model", message: e.to_string() }
+            }
+            E::NoContract => Fail { code: exit::USAGE, kind: "usage", message: e.to_string() },
+            other => Fail { code: exit::INTERNAL, kind: "internal", message: other.to_string() },
         }
     }
 }
 
 impl From<ContractError> for Fail {
     fn from(e: ContractError) -> Self {
-        Fail { code: exit::BAD_CONTRACT, kind: "contract", message: e.to_string() }
+        match e.kind {
+            ContractErrorKind::UnknownParam => {
+                Fail { code: exit::USAGE, kind: "usage", message: format!("--param: {e}") }
+            }
+            _ => Fail { code: exit::BAD_CONTRACT, kind: "contract", message: e.to_string() },
+        }
     }
 }
 
 fn main() -> ExitCode {
-    if std::env::args().nth(1).as_deref() == Some(runtime::child::CHILD_ARG) {
-        return ExitCode::from(runtime::child::child_main() as u8);
-    }
+    // When started as the runtime check's child, drive the model and exit.
+    onnx_contract::init_child();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -158,7 +164,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(f) => {
             if format == Format::Json {
-                emit_json(&json::error(f.kind, &f.message, f.code));
+                emit(&json::to_text(&json::error(f.kind, &f.message, f.code)));
             }
             eprintln!("error: {}", f.message);
             f.code
@@ -176,10 +182,6 @@ fn emit(text: &str) {
     }
 }
 
-fn emit_json(v: &serde_json::Value) {
-    emit(&format!("{v:#}\n"));
-}
-
 fn display(p: &Path) -> String {
     p.display().to_string()
 }
@@ -189,11 +191,9 @@ fn run(cli: Cli) -> Result<i32, Fail> {
     match cli.command {
         Command::Sig { model, unfold } => {
             let sig = read_signature(&model)?;
-            let problems = onnx_contract::reader::external_data_problems(&model, &sig);
+            let problems = external_data_problems(&model, &sig);
             if json_out {
-                let mut v = json::signature(&display(&model), &sig);
-                v["external_data_problems"] = serde_json::json!(problems);
-                emit_json(&v);
+                emit(&json::to_text(&json::signature(&display(&model), &sig, problems)));
             } else {
                 emit(&table::signature(&display(&model), &sig, unfold));
                 for p in &problems {
@@ -206,7 +206,7 @@ fn run(cli: Cli) -> Result<i32, Fail> {
             let (sa, sb) = (read_signature(&a)?, read_signature(&b)?);
             let d = onnx_contract::diff::diff(&sa, &sb);
             if json_out {
-                emit_json(&json::diff(&display(&a), &display(&b), &d));
+                emit(&json::to_text(&json::diff(&display(&a), &display(&b), &d)));
             } else {
                 emit(&table::diff(&display(&a), &display(&b), &d));
             }
@@ -214,7 +214,7 @@ fn run(cli: Cli) -> Result<i32, Fail> {
         }
         Command::Init { model, output } => {
             let sig = read_signature(&model)?;
-            let text = contract::init::init(&sig, &display(&model));
+            let text = onnx_contract::contract::init::init(&sig, &display(&model));
             match output {
                 Some(path) => {
                     std::fs::write(&path, &text).map_err(|e| Fail {
@@ -223,134 +223,59 @@ fn run(cli: Cli) -> Result<i32, Fail> {
                         message: format!("{}: cannot write: {e}", path.display()),
                     })?;
                     if json_out {
-                        emit_json(&serde_json::json!({ "written": display(&path) }));
+                        emit(&json::to_text(&serde_json::json!({ "written": display(&path) })));
                     } else {
                         eprintln!("wrote {}", path.display());
                     }
                 }
-                None if json_out => emit_json(&serde_json::json!({ "model": display(&model), "contract": text })),
+                None if json_out => {
+                    emit(&json::to_text(&serde_json::json!({ "model": display(&model), "contract": text })))
+                }
                 None => emit(&text),
             }
             Ok(exit::OK)
         }
         Command::Check(args) => check(args, json_out),
-        Command::DriveChild => Ok(runtime::child::child_main()),
     }
 }
 
 fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
-    let contract = contract::load(&args.contract, &args.params)?;
-    // A model whose weights cannot be found is unusable: say so before any check.
-    let sig = onnx_contract::read_usable_signature(&args.model)?;
-    let mut findings = contract::check(&sig, &contract);
-    if let Some(v) = &args.target_ort {
-        findings.extend(runtime::compat::check_target(&sig, v));
-    }
-    let static_failed = verdict(&findings) == "fail";
-    let mut reports = Vec::new();
-    if !args.static_only {
-        if static_failed && !args.force_run {
-            findings.push(Finding::new(
-                Code::RuntimeSkipped,
-                Severity::Warning,
-                "runtime check not run: the static check failed, so a run would only repeat it (--force-run runs it anyway)",
-            ));
-        } else {
-            match runtime::plan::build(&sig, &contract, args.batch) {
-                Err(message) => findings.push(Finding::error(Code::Plan, message)),
-                Ok(plan) => {
-                    let libs = runtime_libs(&args)?;
-                    let exe = std::env::current_exe().map_err(|e| Fail {
-                        code: exit::INTERNAL,
-                        kind: "internal",
-                        message: format!("current_exe: {e}"),
-                    })?;
-                    let options = runtime::Options {
-                        steps: args.steps,
-                        batch: args.batch,
-                        seed: args.seed,
-                        encoder: args.encoder.clone(),
-                        no_cache_model: args.no_cache_model.clone(),
-                        ..Default::default()
-                    };
-                    for lib in libs {
-                        // The version found, checked statically first: the table
-                        // names the limit, the run below confirms it.
-                        if let Some(v) = locate::version_from_name(&lib.path) {
-                            findings.extend(runtime::compat::check_found(&sig, &v));
-                        }
-                        let job = runtime::driver::Job {
-                            model: args.model.clone(),
-                            ort_lib: lib.path.clone(),
-                            plan: plan.clone(),
-                            options: options.clone(),
-                        };
-                        let report = runtime::child::run(
-                            &exe,
-                            &job,
-                            &lib.source.to_string(),
-                            std::time::Duration::from_secs(args.timeout),
-                        );
-                        findings.extend(report.findings.iter().cloned());
-                        reports.push(report);
-                    }
-                }
-            }
-        }
-    }
-    let model = display(&args.model);
-    if json_out {
-        emit_json(&json::check(&model, &contract, &findings, &reports));
-    } else {
-        emit(&table::check(&model, &sig, &contract, &findings, &reports));
-    }
-    // 69 only when the runtime could not load and nothing else failed: a
-    // violation seen with another runtime is still a violation (2).
-    let errors = || findings.iter().filter(|f| f.severity == Severity::Error);
-    let only_runtime_missing = errors().next().is_some() && errors().all(|f| f.code == Code::RuntimeLoad);
-    Ok(if static_failed {
-        exit::VIOLATED
-    } else if only_runtime_missing {
-        exit::NO_RUNTIME
-    } else if verdict(&findings) == "pass" {
-        exit::OK
-    } else {
-        exit::VIOLATED
-    })
-}
-
-/// The runtimes to check against; fetches the pinned one with pip only when
-/// nothing is installed and fetching is allowed (announced on stderr).
-fn runtime_libs(args: &CheckArgs) -> Result<Vec<locate::Located>, Fail> {
-    if !args.ort_libs.is_empty() {
-        return Ok(args
-            .ort_libs
-            .iter()
-            .map(|p| locate::Located { path: p.clone(), source: locate::Source::Flag })
-            .collect());
-    }
+    let contract = Contract::load(&args.contract, &args.params)?;
     let no_fetch =
         args.no_fetch || std::env::var_os("ONNX_CONTRACT_NO_FETCH").is_some_and(|v| !v.is_empty() && v != "0");
-    match locate::locate(None) {
-        Ok(l) => Ok(vec![l]),
-        Err(not_found) if no_fetch => {
-            Err(Fail { code: exit::NO_RUNTIME, kind: "runtime", message: not_found.to_string() })
-        }
-        Err(not_found) => {
-            eprintln!(
-                "onnx-contract: no ONNX Runtime installed; fetching onnxruntime=={} with pip into {} (once; --no-fetch forbids this)",
-                locate::PINNED_ORT,
-                locate::cache_root().display()
-            );
-            match locate::fetch_pinned() {
-                Ok(path) => Ok(vec![locate::Located { path, source: locate::Source::Cache }]),
-                Err(e) => Err(Fail {
-                    code: exit::NO_RUNTIME,
-                    kind: "runtime",
-                    message: format!("{not_found}\n  fetching failed: {e}"),
-                }),
-            }
-        }
+    let mut checker = Checker::new()
+        .contract(contract)
+        .static_only(args.static_only)
+        .force_run(args.force_run)
+        .steps(args.steps)
+        .batch(args.batch)
+        .seed(args.seed)
+        .runtimes(args.ort_libs)
+        .fetch(!no_fetch)
+        .timeout(Duration::from_secs(args.timeout))
+        .on_notice(|text| eprintln!("onnx-contract: {text} (--no-fetch forbids this)"));
+    if let Some(v) = args.target_ort {
+        checker = checker.target_ort(v);
+    }
+    if let Some(p) = args.encoder {
+        checker = checker.encoder(p);
+    }
+    if let Some(p) = args.no_cache_model {
+        checker = checker.no_cache_model(p);
+    }
+    let report = checker.run(&args.model)?;
+    let renderer: &dyn Renderer = if json_out { &Json } else { &Human };
+    emit(&renderer.render(&report));
+    Ok(exit_code(&report))
+}
+
+/// The exit code of a check: 69 only when the runtime could not load and
+/// nothing else failed (a violation seen with another runtime is still 2).
+fn exit_code(report: &Report) -> i32 {
+    match report.verdict {
+        Verdict::Pass => exit::OK,
+        _ if report.errors().all(|f| f.code == Code::RuntimeLoad) => exit::NO_RUNTIME,
+        _ => exit::VIOLATED,
     }
 }
 

@@ -12,12 +12,17 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 /// Why a model file could not be read. Every variant names the file.
+/// Why a file could not be read as a model; every message names the file.
 #[derive(Debug, thiserror::Error)]
+#[allow(missing_docs)] // the variants' messages are their documentation
 pub enum ModelError {
+    /// The file cannot be opened or read.
     #[error("{path}: cannot open: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    /// The file is empty.
     #[error("{path}: empty file (0 bytes), not an ONNX model")]
     Empty { path: PathBuf },
+    /// The bytes are not an ONNX model.
     #[error("{path}: not a readable ONNX model: {reason}")]
     NotOnnx { path: PathBuf, reason: String },
 }
@@ -34,6 +39,7 @@ fn looks_like_model(m: &pb::ModelProto) -> Result<(), String> {
     }
 }
 
+/// Reads a model's signature without loading its weights.
 pub fn read_signature(path: &Path) -> Result<Signature, ModelError> {
     let io_err = |source| ModelError::Io { path: path.to_path_buf(), source };
     let file = std::fs::File::open(path).map_err(io_err)?;

@@ -1,6 +1,6 @@
 //! Our own model of a graph's signature, independent of the protobuf types.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// One dimension of a declared tensor shape.
@@ -37,11 +37,30 @@ impl Serialize for Dim {
     }
 }
 
+impl<'de> Deserialize<'de> for Dim {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Text(String),
+        }
+        Ok(match Option::<Raw>::deserialize(d)? {
+            Some(Raw::Int(v)) => Dim::Fixed(v),
+            Some(Raw::Text(s)) => Dim::Symbolic(s),
+            None => Dim::Unknown,
+        })
+    }
+}
+
 /// ONNX `TensorProto.DataType`, by name. Codes we do not know are kept as numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ElemType {
+    /// A type ONNX defines, by our name (`float32`, `int64`, `bool`, …).
     Known(&'static str),
+    /// Code 0: the exporter did not say.
     Undefined,
+    /// A code newer than this tool.
     Other(i32),
 }
 
@@ -79,6 +98,22 @@ const ELEM_NAMES: &[&str] = &[
 ];
 
 impl ElemType {
+    /// `float32`.
+    pub const F32: ElemType = ElemType::Known("float32");
+    /// `float16`.
+    pub const F16: ElemType = ElemType::Known("float16");
+    /// `bfloat16`.
+    pub const BF16: ElemType = ElemType::Known("bfloat16");
+    /// `float64`.
+    pub const F64: ElemType = ElemType::Known("float64");
+    /// `int64`.
+    pub const I64: ElemType = ElemType::Known("int64");
+    /// `int32`.
+    pub const I32: ElemType = ElemType::Known("int32");
+    /// `bool`.
+    pub const BOOL: ElemType = ElemType::Known("bool");
+
+    /// The type for an ONNX `TensorProto.DataType` code.
     pub fn from_code(code: i32) -> Self {
         match code {
             0 => ElemType::Undefined,
@@ -98,8 +133,32 @@ impl ElemType {
         ELEM_NAMES.iter().skip(1).find(|n| **n == canonical).map(|n| ElemType::Known(n))
     }
 
+    /// Every name `from_name` accepts (aliases aside).
     pub fn all_names() -> impl Iterator<Item = &'static str> {
         ELEM_NAMES.iter().skip(1).copied()
+    }
+
+    /// float16, bfloat16, float32, float64.
+    pub fn is_float(self) -> bool {
+        matches!(self, ElemType::Known("float16" | "bfloat16" | "float32" | "float64"))
+    }
+
+    /// Parses what `Display` writes (`float32`, `undefined`, `elem_type(99)`).
+    pub fn parse(text: &str) -> Option<Self> {
+        if text == "undefined" {
+            return Some(ElemType::Undefined);
+        }
+        if let Some(code) = text.strip_prefix("elem_type(").and_then(|t| t.strip_suffix(')')) {
+            return code.parse().ok().map(ElemType::from_code);
+        }
+        ElemType::from_name(text)
+    }
+}
+
+impl<'de> Deserialize<'de> for ElemType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        ElemType::parse(&text).ok_or_else(|| serde::de::Error::custom(format!("unknown element type `{text}`")))
     }
 }
 
@@ -123,22 +182,27 @@ impl Serialize for ElemType {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ValueType {
     /// `shape` is `None` when the exporter declared no shape at all (any rank).
-    Tensor {
-        elem: ElemType,
-        shape: Option<Vec<Dim>>,
-    },
-    SparseTensor {
-        elem: ElemType,
-        shape: Option<Vec<Dim>>,
-    },
+    #[allow(missing_docs)]
+    Tensor { elem: ElemType, shape: Option<Vec<Dim>> },
+    /// A sparse tensor.
+    #[allow(missing_docs)]
+    SparseTensor { elem: ElemType, shape: Option<Vec<Dim>> },
+    /// `sequence(T)`.
     Sequence(Box<ValueType>),
+    /// `map(K, V)`.
     Map {
+        /// Key element type.
         key: ElemType,
+        /// Value type.
         value: Box<ValueType>,
     },
+    /// `optional(T)`.
     Optional(Box<ValueType>),
+    /// An opaque type named by domain and name.
     Opaque {
+        /// Its domain.
         domain: String,
+        /// Its name.
         name: String,
     },
     /// A `TypeProto` with no value set.
@@ -159,6 +223,7 @@ impl ValueType {
         }
     }
 
+    /// Element type and shape, for tensors only.
     pub fn tensor_parts(&self) -> Option<(ElemType, Option<&[Dim]>)> {
         match self {
             ValueType::Tensor { elem, shape } => Some((*elem, shape.as_deref())),
@@ -175,6 +240,7 @@ impl ValueType {
         }
     }
 
+    /// `[batch_size, 8, past, 4]`, or `(any rank)`; empty for non-tensors.
     pub fn shape_label(&self) -> String {
         match self {
             ValueType::Tensor { shape, .. } | ValueType::SparseTensor { shape, .. } => shape_label(shape.as_deref()),
@@ -183,6 +249,7 @@ impl ValueType {
     }
 }
 
+/// `[batch_size, 8, past, 4]`, or `(any rank)` when no shape is declared.
 pub fn shape_label(shape: Option<&[Dim]>) -> String {
     match shape {
         None => "(any rank)".to_string(),
@@ -210,50 +277,70 @@ impl fmt::Display for ValueType {
 /// A graph input or output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Port {
+    /// The input or output name.
     pub name: String,
+    /// Its declared type.
     pub ty: ValueType,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// One opset import.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Opset {
     /// `""` is the default ONNX domain (`ai.onnx`).
     pub domain: String,
+    /// The opset version imported.
     pub version: i64,
 }
 
 /// A tensor whose data lives outside the `.onnx` file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExternalRef {
+    /// The initializer's name.
     pub tensor: String,
+    /// The data file, relative to the model's folder.
     pub location: String,
+    /// Byte offset in the data file.
     pub offset: Option<u64>,
+    /// Byte length in the data file.
     pub length: Option<u64>,
 }
 
 /// Everything a caller needs to know to feed the graph, without its weights.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Signature {
+    /// The model's IR version.
     pub ir_version: Option<i64>,
+    /// Opsets imported, per domain.
     pub opsets: Vec<Opset>,
+    /// `producer_name` (e.g. `pytorch`).
     pub producer: String,
+    /// `producer_version`.
     pub producer_version: String,
+    /// Graph inputs that are not initializers, in order.
     pub inputs: Vec<Port>,
+    /// Graph outputs, in order.
     pub outputs: Vec<Port>,
     /// Nodes of the main graph, not counting subgraphs.
     pub node_count: usize,
     /// Nodes across all subgraphs (`If`, `Loop`, `Scan` bodies).
     pub subgraph_node_count: usize,
+    /// `If` nodes anywhere in the model.
     pub if_node_count: usize,
+    /// Initializers of the main graph.
     pub initializer_count: usize,
+    /// Tensors stored in external data files.
     pub external_data: Vec<ExternalRef>,
+    /// Size of the `.onnx` file in bytes.
     pub file_size: u64,
 }
 
 impl Signature {
+    /// The input named `name`.
     pub fn input(&self, name: &str) -> Option<&Port> {
         self.inputs.iter().find(|p| p.name == name)
     }
 
+    /// The output named `name`.
     pub fn output(&self, name: &str) -> Option<&Port> {
         self.outputs.iter().find(|p| p.name == name)
     }

@@ -5,9 +5,10 @@ mod common;
 use common::*;
 use onnx_contract::contract::{self, check};
 use onnx_contract::diff::{diff, Change};
-use onnx_contract::finding::{verdict, Code, Severity};
+use onnx_contract::finding::{Code, Severity};
 use onnx_contract::reader::read_signature;
 use onnx_contract::signature::{Dim, ElemType, ValueType};
+use onnx_contract::Verdict;
 use std::path::Path;
 
 fn spec(name: &str) -> std::path::PathBuf {
@@ -84,10 +85,10 @@ fn records_external_data_without_reading_it() {
 fn the_15_input_model_fails_with_one_clear_verdict_first() {
     let c = contract::load(&spec("marian-decoder-merged.yaml"), &tiny_marian_params()).unwrap();
     let good = check(&read_signature(&model(MARIAN_MERGED)).unwrap(), &c);
-    assert_eq!(verdict(&good), "pass", "{good:#?}");
+    assert_eq!(Verdict::of(&good), Verdict::Pass, "{good:#?}");
 
     let bad = check(&read_signature(&model(MARIAN_15)).unwrap(), &c);
-    assert_eq!(verdict(&bad), "fail");
+    assert_eq!(Verdict::of(&bad), Verdict::Fail);
     assert_eq!(bad[0].code, Code::InputCount);
     assert_eq!(bad[0].message, "expected 28 inputs, found 15: 13 missing");
     let missing: Vec<&str> =
@@ -243,7 +244,7 @@ fn the_one_call_library_api_refuses_the_wrong_model() {
     let spec = spec("marian-decoder-merged.yaml");
     let params = tiny_marian_params();
     let good = onnx_contract::check_files(&model(MARIAN_MERGED), &spec, &params).unwrap();
-    assert_eq!(verdict(&good), "pass");
+    assert_eq!(Verdict::of(&good), Verdict::Pass);
     let bad = onnx_contract::check_files(&model(MARIAN_15), &spec, &params).unwrap();
     assert_eq!(bad[0].message, "expected 28 inputs, found 15: 13 missing");
     let err = onnx_contract::check_files(&root().join("tests/bad/empty.onnx"), &spec, &params).unwrap_err();

@@ -6,7 +6,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(sig) = onnx_contract::reader::signature_from_bytes(data) {
         // Rendering must cope with whatever was read.
         let _ = onnx_contract::render::table::signature("fuzz.onnx", &sig, false);
-        let _ = onnx_contract::render::json::signature("fuzz.onnx", &sig).to_string();
+        let _ = onnx_contract::render::json::signature("fuzz.onnx", &sig, Vec::new()).to_string();
         let _ = onnx_contract::contract::init::init(&sig, "fuzz.onnx");
     }
 });

@@ -10,10 +10,15 @@ use std::fmt::Write;
 /// Sizes read off the signature, by the role of the axis they sit on.
 #[derive(Debug, Default, Clone)]
 pub struct Params {
+    /// Decoder layers.
     pub layers: Option<i64>,
+    /// Heads on the cache's head axis (KV heads for GQA).
     pub heads: Option<i64>,
+    /// Size of one head.
     pub head_dim: Option<i64>,
+    /// Model width.
     pub hidden: Option<i64>,
+    /// Vocabulary size.
     pub vocab: Option<i64>,
 }
 
@@ -43,6 +48,7 @@ fn layer_index(name: &str) -> Option<i64> {
     name.split('.').find(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))?.parse().ok()
 }
 
+/// The sizes the signature fixes.
 pub fn infer_params(sig: &Signature) -> Params {
     let mut p = Params::default();
     let ports = || sig.inputs.iter().chain(&sig.outputs);

@@ -16,11 +16,28 @@ pub use check::check;
 /// A contract mistake, always with the file and, when known, line and column.
 #[derive(Debug, thiserror::Error)]
 #[error("{}{}: {message}", path.display(), location(*line, *column))]
+#[non_exhaustive]
 pub struct ContractError {
+    /// The contract file.
     pub path: PathBuf,
+    /// 1-based line, when known.
     pub line: Option<u64>,
+    /// 1-based column, when known.
     pub column: Option<u64>,
+    /// What is wrong.
     pub message: String,
+    /// Whether the file is wrong or a parameter override names no parameter.
+    pub kind: ContractErrorKind,
+}
+
+/// What kind of mistake a [`ContractError`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ContractErrorKind {
+    /// The contract file itself (syntax, unknown keys, bad values).
+    Invalid,
+    /// A parameter override names a parameter the contract does not have.
+    UnknownParam,
 }
 
 fn location(line: Option<u64>, column: Option<u64>) -> String {
@@ -34,29 +51,44 @@ fn location(line: Option<u64>, column: Option<u64>) -> String {
 /// A validated contract with templates expanded and parameters resolved.
 #[derive(Debug, Clone)]
 pub struct Contract {
+    /// Its `name` (default: the file stem).
     pub name: String,
+    /// Where it was read from.
     pub path: PathBuf,
+    /// Parameters after overrides, in the contract's order.
     pub params: Vec<(String, i64)>,
     /// variable -> (exact model symbol, contract line)
     pub pins: HashMap<String, (String, u64)>,
+    /// Whether inputs and outputs must be in the contract's order.
     pub order: bool,
+    /// What an input the contract does not list is.
     pub extra_inputs: Policy,
+    /// What an output the contract does not list is.
     pub extra_outputs: Policy,
+    /// Input rules, templates expanded.
     pub inputs: Vec<TensorRule>,
+    /// Output rules, templates expanded.
     pub outputs: Vec<TensorRule>,
+    /// The cache protocol, when given.
     pub cache: Option<spec::CacheSpec>,
+    /// Line of the `cache:` section.
     pub cache_line: Option<u64>,
 }
 
 /// What one input or output must look like.
 #[derive(Debug, Clone)]
 pub struct TensorRule {
+    /// The tensor name.
     pub name: String,
     /// The name as written in the contract (a template for layer families).
     pub template: String,
+    /// Accepted element types.
     pub dtypes: Vec<ElemType>,
+    /// Axis rules; `None` for any shape.
     pub shape: Option<Vec<DimRule>>,
+    /// The model may lack this input.
     pub optional: bool,
+    /// Contract line.
     pub line: u64,
     /// Position in the expected order (layer families interleave by layer).
     pub order_key: (usize, i64, usize, usize),
@@ -77,9 +109,12 @@ pub enum DimRule {
     Sum(Vec<Term>),
 }
 
+/// One term of a `Sum` dim rule.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Term {
+    /// A dim variable.
     Var(String),
+    /// A constant.
     Int(i64),
 }
 
@@ -105,16 +140,30 @@ impl std::fmt::Display for DimRule {
     }
 }
 
+impl Contract {
+    /// Reads and validates a contract file; `overrides` replace `params` values.
+    pub fn load(path: &Path, overrides: &[(String, i64)]) -> Result<Contract, ContractError> {
+        load(path, overrides)
+    }
+
+    /// The value of parameter `name`.
+    pub fn param(&self, name: &str) -> Option<i64> {
+        self.params.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+    }
+}
+
 /// Reads and validates a contract; `overrides` replace `params` values.
 pub fn load(path: &Path, overrides: &[(String, i64)]) -> Result<Contract, ContractError> {
     let text = std::fs::read(path).map_err(|e| ContractError {
         path: path.to_path_buf(),
+        kind: ContractErrorKind::Invalid,
         line: None,
         column: None,
         message: format!("cannot read contract: {e}"),
     })?;
     let text = String::from_utf8(text).map_err(|e| ContractError {
         path: path.to_path_buf(),
+        kind: ContractErrorKind::Invalid,
         line: None,
         column: None,
         message: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
@@ -127,6 +176,7 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, i64)]) -> Result<Con
     if text.trim().is_empty() {
         return Err(ContractError {
             path: path.to_path_buf(),
+            kind: ContractErrorKind::Invalid,
             line: Some(1),
             column: Some(1),
             message: "the contract is empty: it needs at least `inputs:` and `outputs:`".into(),
@@ -136,6 +186,7 @@ pub fn parse(path: &Path, text: &str, overrides: &[(String, i64)]) -> Result<Con
         let loc = e.location();
         ContractError {
             path: path.to_path_buf(),
+            kind: ContractErrorKind::Invalid,
             line: loc.map(|l| l.line()),
             column: loc.map(|l| l.column()),
             message: first_line_of(&e),
@@ -161,6 +212,7 @@ fn first_line_of(e: &serde_saphyr::Error) -> String {
 fn validate(path: &Path, file: ContractFile, overrides: &[(String, i64)]) -> Result<Contract, ContractError> {
     let err = |line: u64, column: u64, message: String| ContractError {
         path: path.to_path_buf(),
+        kind: ContractErrorKind::Invalid,
         line: Some(line),
         column: Some(column),
         message,
@@ -173,9 +225,13 @@ fn validate(path: &Path, file: ContractFile, overrides: &[(String, i64)]) -> Res
                 let known: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
                 return Err(ContractError {
                     path: path.to_path_buf(),
+                    kind: ContractErrorKind::UnknownParam,
                     line: None,
                     column: None,
-                    message: format!("--param {k}: the contract has no parameter `{k}` (it has: {})", known.join(", ")),
+                    message: format!(
+                        "no parameter `{k}` to override (the contract's parameters: {})",
+                        known.join(", ")
+                    ),
                 });
             }
         }
@@ -263,6 +319,7 @@ fn validate(path: &Path, file: ContractFile, overrides: &[(String, i64)]) -> Res
     if inputs.is_empty() && outputs.is_empty() {
         return Err(ContractError {
             path: path.to_path_buf(),
+            kind: ContractErrorKind::Invalid,
             line: None,
             column: None,
             message: "the contract lists no inputs and no outputs".into(),

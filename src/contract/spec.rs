@@ -47,11 +47,15 @@ fn default_warn() -> Policy {
     Policy::Warn
 }
 
+/// What a tensor the contract does not list becomes.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
+    /// An error finding.
     Error,
+    /// A warning finding.
     Warn,
+    /// Nothing.
     Allow,
 }
 
@@ -69,8 +73,10 @@ pub struct TensorSpec {
     pub optional: bool,
 }
 
+/// One dim as written in YAML: an integer or text (validated later).
 #[derive(Debug, Deserialize, Clone)]
 #[serde(untagged)]
+#[allow(missing_docs)]
 pub enum DimSpecRaw {
     Int(i64),
     Text(String),
@@ -102,11 +108,13 @@ pub struct CacheSpec {
     pub attention_mask: Option<String>,
     /// Decoder-only models: feed position_ids = past length + i.
     pub position_ids: Option<String>,
-    /// seq2seq models: encoder output and mask inputs of the decoder.
+    /// seq2seq models: the encoder output input of the decoder.
     pub encoder_hidden_states: Option<String>,
+    /// seq2seq models: the encoder mask input of the decoder.
     pub encoder_attention_mask: Option<String>,
-    /// Token ids input (default input_ids) and logits output (default logits).
+    /// Token ids input (default input_ids).
     pub input_ids: Option<String>,
+    /// Logits output (default logits).
     pub logits: Option<String>,
 }
 

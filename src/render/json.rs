@@ -1,46 +1,30 @@
-//! JSON reports (one document per command, on stdout).
+//! JSON documents (one per command, on stdout), all serde-derived from the
+//! library's types.
 
-use crate::contract::Contract;
 use crate::diff::{Change, Diff};
-use crate::finding::{verdict, Finding};
-use crate::runtime::RuntimeReport;
-use crate::signature::{Port, Signature, ValueType};
+use crate::report::ModelSummary;
+use crate::signature::Signature;
+use serde::Serialize;
 use serde_json::{json, Value};
 
-fn port(p: &Port) -> Value {
-    let mut v = json!({ "name": p.name, "kind": p.ty.kind() });
-    match &p.ty {
-        ValueType::Tensor { elem, shape } | ValueType::SparseTensor { elem, shape } => {
-            v["dtype"] = json!(elem);
-            v["shape"] = json!(shape);
+/// Pretty JSON of any report type, newline-terminated.
+pub fn to_text<T: Serialize>(value: &T) -> String {
+    match serde_json::to_string_pretty(value) {
+        Ok(mut s) => {
+            s.push('\n');
+            s
         }
-        other => {
-            v["dtype"] = json!(other.to_string());
-            v["shape"] = Value::Null;
-        }
+        // Our types serialise infallibly (string keys, finite structure).
+        Err(e) => format!("{{\"error\": {{\"kind\": \"internal\", \"message\": {:?}}}}}\n", e.to_string()),
     }
-    v["type"] = json!(p.ty.to_string());
-    v
 }
 
-pub fn signature(path: &str, sig: &Signature) -> Value {
-    json!({
-        "file": path,
-        "file_size": sig.file_size,
-        "ir_version": sig.ir_version,
-        "opsets": sig.opsets,
-        "producer": sig.producer,
-        "producer_version": sig.producer_version,
-        "node_count": sig.node_count,
-        "if_nodes": sig.if_node_count,
-        "subgraph_nodes": sig.subgraph_node_count,
-        "initializers": sig.initializer_count,
-        "external_data": sig.external_data,
-        "inputs": sig.inputs.iter().map(port).collect::<Vec<_>>(),
-        "outputs": sig.outputs.iter().map(port).collect::<Vec<_>>(),
-    })
+/// `sig --format json`.
+pub fn signature(path: &str, sig: &Signature, external_data_problems: Vec<String>) -> Value {
+    json!(ModelSummary::of(path, sig, external_data_problems))
 }
 
+/// `diff --format json`.
 pub fn diff(a: &str, b: &str, d: &Diff) -> Value {
     json!({
         "a": a,
@@ -56,23 +40,6 @@ pub fn diff(a: &str, b: &str, d: &Diff) -> Value {
             "b": if r.b.is_empty() { Value::Null } else { json!(r.b) },
         })).collect::<Vec<_>>(),
     })
-}
-
-pub fn check(model: &str, contract: &Contract, findings: &[Finding], runtimes: &[RuntimeReport]) -> Value {
-    let mut v = json!({
-        "runtime": runtimes.first(),
-        "model": model,
-        "contract": contract.path.display().to_string(),
-        "contract_name": contract.name,
-        "params": contract.params.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        "verdict": verdict(findings),
-        "findings": findings,
-    });
-    // One row per runtime when several were checked (`--ort-lib` repeated).
-    if runtimes.len() > 1 {
-        v["runtimes"] = json!(runtimes);
-    }
-    v
 }
 
 /// An error that stopped the command, for `--format json` callers.

@@ -1,8 +1,40 @@
-//! Turns signatures, diffs and findings into text. Nothing here prints:
-//! the binary decides where the text goes.
+//! Turns reports, signatures and diffs into text. Nothing here prints: the
+//! binary decides where the text goes. Each check-report format is a
+//! [`Renderer`], a function of the [`Report`] alone.
 
 pub mod json;
+#[cfg(feature = "cli")]
 pub mod table;
+
+use crate::report::Report;
+
+/// One output format of a check report.
+pub trait Renderer {
+    /// The whole document for `report`.
+    fn render(&self, report: &Report) -> String;
+}
+
+/// One JSON document: `serde_json` of the [`Report`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Json;
+
+impl Renderer for Json {
+    fn render(&self, report: &Report) -> String {
+        json::to_text(report)
+    }
+}
+
+/// Tables for people (needs the `cli` feature).
+#[cfg(feature = "cli")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Human;
+
+#[cfg(feature = "cli")]
+impl Renderer for Human {
+    fn render(&self, report: &Report) -> String {
+        table::check(report)
+    }
+}
 
 /// `958.8 KiB`, `1.52 GiB`.
 pub fn human_size(bytes: u64) -> String {

@@ -1,12 +1,12 @@
 //! Human-readable tables (comfy-table).
 
 use super::human_size;
-use crate::contract::Contract;
 use crate::diff::{Change, Diff};
-use crate::finding::{verdict, Finding, Severity};
+use crate::finding::{Finding, Severity};
 use crate::fold::fold;
+use crate::report::{ModelSummary, PortSummary, Report, Verdict};
 use crate::runtime::report::{RuntimeReport, StepRow};
-use crate::signature::{Port, Signature};
+use crate::signature::{shape_label, Signature};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use std::fmt::Write;
 
@@ -26,7 +26,8 @@ fn new_table(header: &[&str]) -> Table {
 }
 
 /// One line on what the model is: IR, opsets, producer, size.
-pub fn model_header(path: &str, sig: &Signature) -> String {
+pub fn model_header(sig: &ModelSummary) -> String {
+    let path = &sig.file;
     let opsets: Vec<String> = sig
         .opsets
         .iter()
@@ -41,8 +42,8 @@ pub fn model_header(path: &str, sig: &Signature) -> String {
         human_size(sig.file_size),
         sig.node_count,
     );
-    if sig.if_node_count > 0 {
-        let _ = write!(s, " ({} If, {} nodes in subgraphs)", sig.if_node_count, sig.subgraph_node_count);
+    if sig.if_nodes > 0 {
+        let _ = write!(s, " ({} If, {} nodes in subgraphs)", sig.if_nodes, sig.subgraph_nodes);
     }
     if !sig.external_data.is_empty() {
         let mut files: Vec<&str> = sig.external_data.iter().map(|e| e.location.as_str()).collect();
@@ -54,7 +55,7 @@ pub fn model_header(path: &str, sig: &Signature) -> String {
 
 /// `#`, name, dtype, shape; per-layer families folded into one row
 /// (`past_key_values.{0..5}.decoder.{key,value} ×12`) unless `unfold`.
-fn ports_table(title: &str, ports: &[Port], unfold: bool, status: Option<StatusFn<'_>>) -> String {
+fn ports_table(title: &str, ports: &[PortSummary], unfold: bool, status: Option<StatusFn<'_>>) -> String {
     let mut header = vec!["#", title, "dtype", "shape"];
     if status.is_some() {
         header.push("contract");
@@ -64,7 +65,10 @@ fn ports_table(title: &str, ports: &[Port], unfold: bool, status: Option<StatusF
     // such layers still fold, and put the folded label back when rendering.
     let keyed: Vec<(String, (String, String))> = ports
         .iter()
-        .map(|p| (p.name.clone(), (p.ty.dtype_label(), p.ty.shape_label().replace(&p.name, "\u{0}"))))
+        .map(|p| {
+            let shape = if p.is_tensor() { shape_label(p.shape.as_deref()) } else { String::new() };
+            (p.name.clone(), (p.dtype.clone(), shape.replace(&p.name, "\u{0}")))
+        })
         .collect();
     let groups = if unfold {
         (0..keyed.len()).map(|i| crate::fold::Group { label: keyed[i].0.clone(), members: vec![i] }).collect()
@@ -100,10 +104,12 @@ fn index_label(members: &[usize]) -> String {
     }
 }
 
+/// `sig`: the header, then inputs and outputs (folded per layer unless `unfold`).
 pub fn signature(path: &str, sig: &Signature, unfold: bool) -> String {
+    let sig = ModelSummary::of(path, sig, Vec::new());
     format!(
         "{}\n\n{}\n{}\n{}\n{}\n",
-        model_header(path, sig),
+        model_header(&sig),
         plural(sig.inputs.len(), "input"),
         ports_table("input", &sig.inputs, unfold, None),
         plural(sig.outputs.len(), "output"),
@@ -111,6 +117,7 @@ pub fn signature(path: &str, sig: &Signature, unfold: bool) -> String {
     )
 }
 
+/// `diff`: header fields side by side, then tensors only in A, only in B, or different.
 pub fn diff(a_path: &str, b_path: &str, d: &Diff) -> String {
     let mut out = format!("A: {a_path}\nB: {b_path}\n\n");
     let mut h = new_table(&["", "A", "B"]);
@@ -156,22 +163,19 @@ pub fn diff(a_path: &str, b_path: &str, d: &Diff) -> String {
 }
 
 /// The signature with a per-row contract status, then the findings, then the verdict.
-pub fn check(
-    model_path: &str,
-    sig: &Signature,
-    contract: &Contract,
-    findings: &[Finding],
-    runtimes: &[RuntimeReport],
-) -> String {
-    let mut out = model_header(model_path, sig);
-    let params: Vec<String> = contract.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let _ = writeln!(
-        out,
-        "\ncontract {} ({}){}",
-        contract.path.display(),
-        contract.name,
-        if params.is_empty() { String::new() } else { format!(": {}", params.join(" ")) }
-    );
+pub fn check(report: &Report) -> String {
+    let (sig, findings, runtimes) = (&report.signature, &report.findings[..], &report.runtimes[..]);
+    let mut out = model_header(sig);
+    if let Some(contract) = &report.contract {
+        let params: Vec<String> = contract.params.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(
+            out,
+            "\ncontract {} ({}){}",
+            contract.path,
+            contract.name,
+            if params.is_empty() { String::new() } else { format!(": {}", params.join(" ")) }
+        );
+    }
     let status = |names: &[&str]| -> String {
         let mut codes: Vec<&str> = findings
             .iter()
@@ -321,7 +325,7 @@ pub fn runtime_section(r: &RuntimeReport) -> String {
             if !node.inputs.is_empty() {
                 let mut n = new_table(&["node input", "dtype", "shape at the failing step"]);
                 for i in &node.inputs {
-                    n.add_row(vec![i.name.clone(), i.dtype.clone(), shape_str(&i.shape)]);
+                    n.add_row(vec![i.name.clone(), i.dtype.to_string(), shape_str(&i.shape)]);
                 }
                 let _ = writeln!(out, "{n}");
             }
@@ -334,12 +338,13 @@ pub fn runtime_section(r: &RuntimeReport) -> String {
 }
 
 /// `verdict: FAIL (3 errors, 2 warnings): expected 28 inputs, found 15: 13 missing`
+#[allow(missing_docs)]
 pub fn verdict_line(findings: &[Finding]) -> String {
     let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
     let warnings = findings.iter().filter(|f| f.severity == Severity::Warning).count();
     let mut s = format!(
         "verdict: {} ({} error{}, {} warning{})",
-        verdict(findings).to_uppercase(),
+        Verdict::of(findings).as_str().to_uppercase(),
         errors,
         if errors == 1 { "" } else { "s" },
         warnings,
@@ -352,6 +357,7 @@ pub fn verdict_line(findings: &[Finding]) -> String {
     s
 }
 
+/// Severity, code, message (with node and cause), contract line.
 pub fn findings_table(findings: &[Finding]) -> String {
     if findings.is_empty() {
         return String::new();

@@ -1,20 +1,24 @@
-//! Runs the driver in a child process (the binary re-invoking itself), so a
-//! segfault or abort inside ONNX Runtime becomes a finding, not a dead tool.
+//! Runs the driver in a child process (the host binary re-invoking itself,
+//! the `procspawn` pattern), so a segfault or abort inside ONNX Runtime
+//! becomes a finding, not a dead tool. The child is recognised by an
+//! environment variable, not an argument, so any host binary can serve as
+//! one by calling [`crate::init_child`] first thing in `main`.
 
-use super::driver::{self, Job};
-use super::events::Event;
-use super::report::RuntimeReport;
+use super::driver;
+use super::events::{Event, Stage};
+use super::options::Job;
+use super::report::{End, RuntimeReport};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// The hidden subcommand the binary answers to in the child.
-pub const CHILD_ARG: &str = "__drive-child";
+/// Set (to `1`) in the child's environment; [`crate::init_child`] looks for it.
+pub const CHILD_ENV: &str = "ONNX_CONTRACT_CHILD";
 
 /// Child side: reads a [`Job`] as JSON on stdin, writes [`Event`]s as JSON lines.
-pub fn child_main() -> i32 {
+pub(crate) fn child_main() -> i32 {
     let mut input = String::new();
     if std::io::stdin().read_to_string(&mut input).is_err() {
         return 64;
@@ -22,7 +26,7 @@ pub fn child_main() -> i32 {
     let job: Job = match serde_json::from_str(&input) {
         Ok(j) => j,
         Err(e) => {
-            let ev = Event::Fatal { stage: "child".into(), message: format!("bad job: {e}"), cause: None };
+            let ev = Event::Fatal { stage: Stage::Child, message: format!("bad job: {e}"), cause: None };
             let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&ev).unwrap_or_default());
             return 64;
         }
@@ -36,11 +40,20 @@ pub fn child_main() -> i32 {
     0
 }
 
-/// Parent side: runs `job` in `exe CHILD_ARG`, with a time limit.
-pub fn run(exe: &Path, job: &Job, source: &str, timeout: Duration) -> RuntimeReport {
+/// In this process, without crash isolation (for hosts that cannot re-run
+/// themselves). ONNX Runtime can be loaded only once per process.
+pub(crate) fn run_in_process(job: &Job, source: &str) -> RuntimeReport {
+    let mut report = RuntimeReport::new(&job.ort_lib, source);
+    driver::drive(job, &mut |ev| report.absorb(ev));
+    report.finish(End::InProcess);
+    report
+}
+
+/// Parent side: runs `job` in `exe` with [`CHILD_ENV`] set, with a time limit.
+pub(crate) fn run(exe: &Path, job: &Job, source: &str, timeout: Duration) -> RuntimeReport {
     let mut report = RuntimeReport::new(&job.ort_lib, source);
     let mut child = match Command::new(exe)
-        .arg(CHILD_ARG)
+        .env(CHILD_ENV, "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -51,7 +64,7 @@ pub fn run(exe: &Path, job: &Job, source: &str, timeout: Duration) -> RuntimeRep
         Ok(c) => c,
         Err(e) => {
             report.absorb(Event::Fatal {
-                stage: "child".into(),
+                stage: Stage::Child,
                 message: format!("cannot start {}: {e}", exe.display()),
                 cause: None,
             });
@@ -103,6 +116,6 @@ pub fn run(exe: &Path, job: &Job, source: &str, timeout: Duration) -> RuntimeRep
     }
     let status = child.wait();
     let stderr_text = stderr_thread.join().unwrap_or_default();
-    report.finish(status.ok(), timed_out, timeout, &stderr_text);
+    report.finish(End::Child { status: status.ok(), timed_out, timeout, stderr: stderr_text });
     report
 }

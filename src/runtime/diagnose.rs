@@ -1,12 +1,14 @@
 //! What a failure means: the failing node (also inside `If` branches) with
 //! its real input shapes, and a one-line cause for known patterns.
 
-use super::driver::Options;
 use super::events::{FailedNode, TensorInfo};
-use super::feeds::{run, with_threads, Feed};
+use super::feeds::{Feed, Values};
 use super::graph_edit;
+use super::options::Options;
+use super::session::{run, with_threads};
+use crate::signature::ElemType;
 use ort::session::Session;
-use std::path::PathBuf;
+use std::path::Path;
 
 pub(crate) fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s)
@@ -77,9 +79,9 @@ fn failing_node(message: &str) -> Option<(String, String)> {
 
 pub(crate) fn diagnose(
     env: &ort::environment::Environment,
-    model: &PathBuf,
+    model: &Path,
     message: &str,
-    feeds: &[(String, Feed)],
+    feeds: &[Feed],
     opts: &Options,
 ) -> Option<FailedNode> {
     let (op, name) = failing_node(message)?;
@@ -96,8 +98,8 @@ pub(crate) fn diagnose(
         }
     };
     let flag_value = |cond: &str| -> Option<bool> {
-        feeds.iter().find(|(k, _)| k == cond).and_then(|(_, f)| match f {
-            Feed::Bool(a) => a.iter().next().copied(),
+        feeds.iter().find(|f| f.name == cond).and_then(|f| match &f.values {
+            Values::Bool(a) => a.iter().next().copied(),
             _ => None,
         })
     };
@@ -115,7 +117,10 @@ pub(crate) fn diagnose(
         path: path.display(),
         name: path.name.clone(),
         op_type: if path.op_type.is_empty() { op } else { path.op_type.clone() },
-        inputs: wanted.iter().map(|n| TensorInfo { name: n.clone(), dtype: String::new(), shape: None }).collect(),
+        inputs: wanted
+            .iter()
+            .map(|n| TensorInfo { name: n.clone(), dtype: ElemType::Undefined, shape: None })
+            .collect(),
         trace_error: None,
     };
     // Inputs that are feeds need no re-run.
@@ -124,7 +129,7 @@ pub(crate) fn diagnose(
             .and_then(|mut b| b.commit_from_memory(&edited))
             .map_err(|e| format!("re-loading the model with the node's inputs exposed failed: {e}"))?;
         let declared: Vec<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
-        let kept: Vec<(String, Feed)> = feeds.iter().filter(|(k, _)| declared.contains(k)).cloned().collect();
+        let kept: Vec<Feed> = feeds.iter().filter(|f| declared.contains(&f.name)).cloned().collect();
         run(&mut s, &kept).map_err(|e| format!("re-running with the node's inputs exposed failed: {}", first_line(&e)))
     });
     match traced {
@@ -132,8 +137,8 @@ pub(crate) fn diagnose(
             for i in node.inputs.iter_mut() {
                 if let Some(info) = out.infos.iter().find(|o| o.name == i.name) {
                     *i = info.clone();
-                } else if let Some((_, f)) = feeds.iter().find(|(k, _)| *k == i.name) {
-                    *i = f.info(&i.name);
+                } else if let Some(f) = feeds.iter().find(|f| f.name == i.name) {
+                    *i = f.info();
                 }
             }
         }

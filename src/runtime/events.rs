@@ -1,12 +1,19 @@
 //! What the child process reports, one JSON object per line on its stdout,
 //! so that a crash still leaves the parent the step and feeds it died on.
+//! Typed end to end: codes, severities and element types are the library's
+//! own enums, serialised by serde, never strings compared later.
 
+use crate::finding::{Code, Severity};
+use crate::signature::ElemType;
 use serde::{Deserialize, Serialize};
 
+/// A tensor's name, element type and shape, as fed or as produced.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TensorInfo {
+    /// Input or output name.
     pub name: String,
-    pub dtype: String,
+    /// Element type (`undefined` when the runtime could not say).
+    pub dtype: ElemType,
     /// `None` when the runtime could not say (tensor not produced).
     pub shape: Option<Vec<i64>>,
 }
@@ -14,12 +21,21 @@ pub struct TensorInfo {
 /// A check of one step's outputs that did not hold.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepIssue {
-    /// A `finding::Code` string.
-    pub code: String,
-    /// `error` or `warning`.
-    pub severity: String,
+    /// Which check.
+    pub code: Code,
+    /// Error or warning.
+    pub severity: Severity,
+    /// What was seen against what was expected.
     pub message: String,
+    /// The tensor concerned.
     pub tensor: Option<String>,
+}
+
+impl StepIssue {
+    /// An error about `tensor`.
+    pub fn error(code: Code, message: String, tensor: Option<&str>) -> Self {
+        StepIssue { code, severity: Severity::Error, message, tensor: tensor.map(str::to_string) }
+    }
 }
 
 /// The node ONNX Runtime failed in, and what its inputs really were.
@@ -27,7 +43,9 @@ pub struct StepIssue {
 pub struct FailedNode {
     /// `optimum::if (then_branch) → /Reshape_5`.
     pub path: String,
+    /// The node's own name.
     pub name: String,
+    /// Its operator.
     pub op_type: String,
     /// Shapes at the failing step, from a re-run with these tensors exposed.
     pub inputs: Vec<TensorInfo>,
@@ -35,44 +53,112 @@ pub struct FailedNode {
     pub trace_error: Option<String>,
 }
 
+/// Where a run stopped before stepping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Loading the ONNX Runtime library.
+    Runtime,
+    /// Creating the model's session.
+    Session,
+    /// Deciding the feeds.
+    Plan,
+    /// Running the encoder that produces the decoder's encoder states.
+    Encoder,
+    /// Loading the separate no-cache model.
+    NoCacheModel,
+    /// The child process itself (bad job, cannot start).
+    Child,
+}
+
+impl Stage {
+    /// The finding code a failure at this stage becomes.
+    pub fn code(self) -> Code {
+        match self {
+            Stage::Runtime => Code::RuntimeLoad,
+            Stage::Session => Code::ModelLoad,
+            Stage::Child => Code::Crash,
+            Stage::Plan | Stage::Encoder | Stage::NoCacheModel => Code::Plan,
+        }
+    }
+
+    /// For messages: `session`, `no-cache model`, …
+    pub fn label(self) -> &'static str {
+        match self {
+            Stage::Runtime => "runtime",
+            Stage::Session => "session",
+            Stage::Plan => "plan",
+            Stage::Encoder => "encoder",
+            Stage::NoCacheModel => "no-cache model",
+            Stage::Child => "child",
+        }
+    }
+}
+
+/// One line of the child's report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
+    /// The library loaded.
     Runtime {
+        /// Its version.
         version: String,
+        /// Its path.
         path: String,
     },
+    /// The model's session was created.
     Session {
+        /// The model.
         model: String,
+        /// How long it took.
         seconds: f64,
     },
     /// Sent before each run: if the process dies, these were the feeds.
     Feeds {
+        /// The step-0 past length of this run.
         variant: i64,
+        /// The step.
         step: usize,
+        /// Every feed's dtype and shape.
         feeds: Vec<TensorInfo>,
     },
+    /// A step ran; its outputs and the checks that did not hold.
     Step {
+        /// The step-0 past length of this run.
         variant: i64,
+        /// The step.
         step: usize,
+        /// Every output's dtype and shape.
         outputs: Vec<TensorInfo>,
+        /// Run time.
         seconds: f64,
         /// Max |cached - recomputed| of the last position's logits.
         parity: Option<f64>,
+        /// Checks that did not hold.
         issues: Vec<StepIssue>,
     },
+    /// ONNX Runtime returned an error at a step.
     Failure {
+        /// The step-0 past length of this run.
         variant: i64,
+        /// The step.
         step: usize,
+        /// ONNX Runtime's message.
         message: String,
+        /// The node it failed in, when the message names one.
         node: Option<FailedNode>,
+        /// The mechanism, when the pattern is known.
         cause: Option<String>,
     },
     /// The run could not start (session creation, missing runtime API, …).
     Fatal {
-        stage: String,
+        /// Where it stopped.
+        stage: Stage,
+        /// Why.
         message: String,
+        /// The mechanism, when known.
         cause: Option<String>,
     },
+    /// Every run finished.
     Done,
 }

@@ -1,58 +1,239 @@
-//! Feeds and outputs as owned arrays, and one run of a session with them.
+//! The one feed builder: given the plan, the step and the state of the
+//! cache, every feed of a cached step and of the uncached recompute, with the
+//! element type the model declares. Pure (no ONNX Runtime), so it is
+//! unit-tested on its own; `session` turns feeds into runtime values.
 
 use super::events::TensorInfo;
+use super::plan::{Family, Plan};
+use crate::signature::ElemType;
 use ndarray::{ArrayD, IxDyn};
-use ort::session::Session;
-use ort::value::{DynValue, Tensor};
 use std::collections::HashMap;
 
-#[derive(Clone)]
-pub(crate) enum Feed {
-    F32(ArrayD<f32>),
-    I64(ArrayD<i64>),
-    I32(ArrayD<i32>),
+/// A feed's values in the precision we compute in; converted to `elem`
+/// (the model's declared type) only when run.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Values {
+    Float(ArrayD<f32>),
+    Int(ArrayD<i64>),
     Bool(ArrayD<bool>),
 }
 
+/// One named input with its declared element type.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Feed {
+    pub(crate) name: String,
+    pub(crate) elem: ElemType,
+    pub(crate) values: Values,
+}
+
 impl Feed {
-    pub(crate) fn info(&self, name: &str) -> TensorInfo {
-        let (dtype, shape) = match self {
-            Feed::F32(a) => ("float32", a.shape()),
-            Feed::I64(a) => ("int64", a.shape()),
-            Feed::I32(a) => ("int32", a.shape()),
-            Feed::Bool(a) => ("bool", a.shape()),
+    pub(crate) fn shape(&self) -> Vec<i64> {
+        let s = match &self.values {
+            Values::Float(a) => a.shape(),
+            Values::Int(a) => a.shape(),
+            Values::Bool(a) => a.shape(),
         };
-        TensorInfo {
-            name: name.to_string(),
-            dtype: dtype.into(),
-            shape: Some(shape.iter().map(|&d| d as i64).collect()),
-        }
+        s.iter().map(|&d| d as i64).collect()
     }
 
-    pub(crate) fn value(&self) -> ort::Result<DynValue> {
-        Ok(match self {
-            Feed::F32(a) => Tensor::from_array(a.clone())?.into_dyn(),
-            Feed::I64(a) => Tensor::from_array(a.clone())?.into_dyn(),
-            Feed::I32(a) => Tensor::from_array(a.clone())?.into_dyn(),
-            Feed::Bool(a) => Tensor::from_array(a.clone())?.into_dyn(),
-        })
+    pub(crate) fn info(&self) -> TensorInfo {
+        TensorInfo { name: self.name.clone(), dtype: self.elem, shape: Some(self.shape()) }
     }
 
-    /// Integer inputs follow the model's declared dtype.
-    pub(crate) fn ints(values: Vec<i64>, shape: &[usize], dtype: &str) -> Feed {
+    fn ints(name: &str, elem: ElemType, shape: &[usize], values: Vec<i64>) -> Feed {
         let a = ArrayD::from_shape_vec(IxDyn(shape), values).expect("shape matches values");
-        if dtype == "int32" {
-            Feed::I32(a.mapv(|v| v as i32))
-        } else {
-            Feed::I64(a)
+        Feed { name: name.to_string(), elem, values: Values::Int(a) }
+    }
+
+    fn float(name: &str, elem: ElemType, a: ArrayD<f32>) -> Feed {
+        Feed { name: name.to_string(), elem, values: Values::Float(a) }
+    }
+
+    fn flag(name: &str, value: bool) -> Feed {
+        Feed {
+            name: name.to_string(),
+            elem: ElemType::BOOL,
+            values: Values::Bool(ArrayD::from_elem(IxDyn(&[1]), value)),
         }
     }
 }
 
+/// The outputs of one run, floats widened to f32.
+pub(crate) struct Outputs {
+    pub(crate) floats: HashMap<String, ArrayD<f32>>,
+    pub(crate) infos: Vec<TensorInfo>,
+}
+
+impl Outputs {
+    pub(crate) fn shape(&self, name: &str) -> Option<Vec<i64>> {
+        self.infos.iter().find(|i| i.name == name).and_then(|i| i.shape.clone())
+    }
+}
+
+/// The KV cache between steps: self-attention pasts grow, cross-attention
+/// pasts are taken once from step 0.
+#[derive(Clone, Debug)]
+pub(crate) struct Cache {
+    pub(crate) self_past: Vec<ArrayD<f32>>,
+    pub(crate) cross_past: Vec<ArrayD<f32>>,
+    /// Length of the self-attention past on the sequence axis.
+    pub(crate) past_len: i64,
+}
+
+fn zeros(shape: &[i64], axis: usize, len: i64) -> ArrayD<f32> {
+    let mut s: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+    if let Some(slot) = s.get_mut(axis) {
+        *slot = len.max(0) as usize;
+    }
+    ArrayD::zeros(IxDyn(&s))
+}
+
+impl Cache {
+    /// The dummy past fed at step 0: zeros of length `len` on the sequence axis.
+    pub(crate) fn empty(plan: &Plan, len: i64) -> Cache {
+        Cache {
+            self_past: plan.self_past.iter().map(|c| zeros(&c.shape, plan.seq_axis, len)).collect(),
+            cross_past: plan.cross_past.iter().map(|c| zeros(&c.shape, plan.seq_axis, len)).collect(),
+            past_len: len,
+        }
+    }
+
+    /// After a step: the self past becomes the presents; the cross past is
+    /// taken from step 0 only (later steps of optimum merged decoders return
+    /// `[0, heads, 1, head_dim]` dummies that must not be fed back).
+    pub(crate) fn advance(&mut self, plan: &Plan, out: &Outputs, step: usize, new_len: i64) {
+        for (c, slot) in plan.self_past.iter().zip(self.self_past.iter_mut()) {
+            if let Some(p) = out.floats.get(&c.present) {
+                *slot = p.clone();
+            }
+        }
+        if step == 0 {
+            for (c, slot) in plan.cross_past.iter().zip(self.cross_past.iter_mut()) {
+                if let Some(p) = out.floats.get(&c.present) {
+                    *slot = p.clone();
+                }
+            }
+        }
+        self.past_len = new_len;
+    }
+}
+
+/// What a step feeds besides the cache.
+pub(crate) struct StepInput<'a> {
+    pub(crate) step: usize,
+    /// Tokens fed at this step, one row per batch entry.
+    pub(crate) new_tokens: &'a [Vec<i64>],
+    /// Encoder states for seq2seq decoders, `[batch, enc_len, hidden]`.
+    pub(crate) encoder_states: Option<&'a ArrayD<f32>>,
+    pub(crate) enc_len: usize,
+}
+
+impl StepInput<'_> {
+    /// Whether this step runs on the cache: after step 0, or always for a
+    /// model without a branch flag.
+    pub(crate) fn cached(&self, plan: &Plan) -> bool {
+        self.step > 0 || plan.branch_flag.is_none()
+    }
+}
+
+fn batch_and_len(rows: &[Vec<i64>]) -> (usize, usize) {
+    (rows.len(), rows.first().map_or(0, Vec::len))
+}
+
+/// Encoder states and the encoder mask, shared by both kinds of feeds.
+fn encoder_feeds(plan: &Plan, states: Option<&ArrayD<f32>>, b: usize, enc_len: usize, feeds: &mut Vec<Feed>) {
+    if let (Some(name), Some(states)) = (&plan.encoder_hidden_states, states) {
+        feeds.push(Feed::float(name, plan.dtype_of(name), states.clone()));
+    }
+    if let Some(name) = &plan.encoder_attention_mask {
+        feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, enc_len], vec![1; b * enc_len]));
+    }
+}
+
+/// Every feed of one step driven through the cache.
+pub(crate) fn cached_step(plan: &Plan, input: &StepInput<'_>, cache: &Cache) -> Vec<Feed> {
+    let (b, n_new) = batch_and_len(input.new_tokens);
+    let mut feeds = vec![Feed::ints(&plan.input_ids, plan.input_ids_dtype, &[b, n_new], input.new_tokens.concat())];
+    if let Some(flag) = &plan.branch_flag {
+        feeds.push(Feed::flag(flag, input.step > 0));
+    }
+    encoder_feeds(plan, input.encoder_states, b, input.enc_len, &mut feeds);
+    // Decoder-only: the mask covers past + new; positions continue the past.
+    let attended = if input.cached(plan) { cache.past_len } else { 0 };
+    if let Some(name) = &plan.attention_mask {
+        let total = attended as usize + n_new;
+        feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, total], vec![1; b * total]));
+    }
+    if let Some(name) = &plan.position_ids {
+        let pos = (0..b).flat_map(|_| (0..n_new as i64).map(|i| attended + i)).collect();
+        feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, n_new], pos));
+    }
+    for (c, a) in plan.self_past.iter().zip(&cache.self_past) {
+        feeds.push(Feed::float(&c.past, c.dtype, a.clone()));
+    }
+    for (c, a) in plan.cross_past.iter().zip(&cache.cross_past) {
+        feeds.push(Feed::float(&c.past, c.dtype, a.clone()));
+    }
+    feeds
+}
+
+/// Where the uncached logits come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Uncached {
+    /// The same model with an empty past (the merged decoder's no-cache
+    /// branch; `dummy` is the step-0 past length its flag-false branch expects).
+    SameModel { dummy: i64 },
+    /// A separate decoder without past inputs (`decoder_model.onnx`).
+    SeparateModel,
+}
+
+/// Every feed of the recompute: the whole prefix `tokens` at once, no cache.
+pub(crate) fn uncached(
+    plan: &Plan,
+    tokens: &[Vec<i64>],
+    encoder_states: Option<&ArrayD<f32>>,
+    enc_len: usize,
+    how: Uncached,
+) -> Vec<Feed> {
+    let (b, n) = batch_and_len(tokens);
+    let mut feeds = vec![Feed::ints(&plan.input_ids, plan.input_ids_dtype, &[b, n], tokens.concat())];
+    encoder_feeds(plan, encoder_states, b, enc_len, &mut feeds);
+    let Uncached::SameModel { dummy } = how else { return feeds };
+    if let Some(flag) = &plan.branch_flag {
+        feeds.push(Feed::flag(flag, false));
+    }
+    if let Some(name) = &plan.attention_mask {
+        feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, n], vec![1; b * n]));
+    }
+    if let Some(name) = &plan.position_ids {
+        feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, n], (0..b).flat_map(|_| 0..n as i64).collect()));
+    }
+    // A flag-false branch ignores its past; a model without a flag gets an empty one.
+    let len = if plan.branch_flag.is_some() { dummy } else { 0 };
+    for c in plan.self_past.iter().chain(&plan.cross_past) {
+        feeds.push(Feed::float(&c.past, c.dtype, zeros(&c.shape, plan.seq_axis, len)));
+    }
+    feeds
+}
+
+/// The first tokens: `[[start]]` per row for seq2seq decoders, a seeded
+/// prompt for decoder-only models.
+pub(crate) fn prompt(plan: &Plan, batch: usize, prompt_len: usize, start: i64, rng: &mut Rng) -> Vec<Vec<i64>> {
+    (0..batch)
+        .map(|_| match plan.family {
+            Family::Seq2Seq => vec![start],
+            Family::DecoderOnly => (0..prompt_len.max(1)).map(|_| rng.below(plan.vocab)).collect(),
+        })
+        .collect()
+}
+
 /// xorshift64*: reproducible inputs without a dependency.
-pub(crate) struct Rng(pub(crate) u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
+    pub(crate) fn seeded(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407) | 1)
+    }
     pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -70,65 +251,6 @@ impl Rng {
     }
 }
 
-/// Outputs of one run, copied out of the runtime.
-pub(crate) struct Outputs {
-    pub(crate) f32s: HashMap<String, ArrayD<f32>>,
-    pub(crate) infos: Vec<TensorInfo>,
-}
-
-/// Our dtype names (`float32`), not ort's short ones (`f32`).
-fn dtype_name(v: &DynValue) -> String {
-    match v.dtype() {
-        ort::value::ValueType::Tensor { ty, .. } => {
-            let short = format!("{ty}");
-            match short.as_str() {
-                "f32" => "float32",
-                "f16" => "float16",
-                "bf16" => "bfloat16",
-                "f64" => "float64",
-                "i64" => "int64",
-                "i32" => "int32",
-                "i16" => "int16",
-                "i8" => "int8",
-                "u64" => "uint64",
-                "u32" => "uint32",
-                "u16" => "uint16",
-                "u8" => "uint8",
-                _ => return short,
-            }
-            .to_string()
-        }
-        other => format!("{other}"),
-    }
-}
-
-pub(crate) fn run(session: &mut Session, feeds: &[(String, Feed)]) -> Result<Outputs, String> {
-    let mut inputs: Vec<(String, DynValue)> = Vec::with_capacity(feeds.len());
-    for (name, f) in feeds {
-        inputs.push((name.clone(), f.value().map_err(|e| format!("cannot build `{name}`: {e}"))?));
-    }
-    let outputs = session.run(inputs).map_err(|e| e.to_string())?;
-    let mut f32s = HashMap::new();
-    let mut infos = Vec::new();
-    for (name, value) in outputs {
-        let shape = match value.dtype() {
-            ort::value::ValueType::Tensor { shape, .. } => Some(shape.iter().copied().collect::<Vec<i64>>()),
-            _ => None,
-        };
-        infos.push(TensorInfo { name: name.to_string(), dtype: dtype_name(&value), shape });
-        if let Ok(a) = value.try_extract_array::<f32>() {
-            f32s.insert(name.to_string(), a.to_owned());
-        }
-    }
-    Ok(Outputs { f32s, infos })
-}
-
-pub(crate) fn with_threads(
-    builder: ort::Result<ort::session::builder::SessionBuilder>,
-    threads: usize,
-) -> ort::Result<ort::session::builder::SessionBuilder> {
-    match threads {
-        0 => builder,
-        n => builder.and_then(|b| Ok(b.with_intra_threads(n)?)),
-    }
-}
+#[cfg(test)]
+#[path = "feeds_tests.rs"]
+mod tests;

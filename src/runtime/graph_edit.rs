@@ -101,8 +101,11 @@ const ATTR_G: u32 = 6;
 pub struct NodePath {
     /// `(If node name, branch attribute)` from the main graph inwards.
     pub branches: Vec<(String, String)>,
+    /// The node's name.
     pub name: String,
+    /// Its operator.
     pub op_type: String,
+    /// Its input tensor names.
     pub inputs: Vec<String>,
 }
 

@@ -10,10 +10,15 @@ pub const PINNED_ORT: &str = "1.31.1";
 /// Where a library came from, for the report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
+    /// Given explicitly (`--ort-lib`, `Checker::runtimes`).
     Flag,
+    /// `ORT_DYLIB_PATH`.
     EnvVar,
+    /// The Python `onnxruntime` package.
     PythonPackage,
+    /// Our cache (a pinned wheel fetched earlier).
     Cache,
+    /// The system's library paths.
     System,
 }
 
@@ -29,9 +34,12 @@ impl std::fmt::Display for Source {
     }
 }
 
+/// A library found, and where.
 #[derive(Clone, Debug)]
 pub struct Located {
+    /// The shared library.
     pub path: PathBuf,
+    /// How it was found.
     pub source: Source,
 }
 
@@ -43,6 +51,7 @@ pub struct Located {
     tried.join("; ")
 )]
 pub struct NotFound {
+    /// Every place looked at.
     pub tried: Vec<String>,
 }
 

@@ -4,11 +4,13 @@
 //! decoder-only exports).
 
 use crate::contract::{Contract, DimRule};
-use crate::signature::{Dim, Signature};
+use crate::signature::{Dim, ElemType, Signature};
 use serde::{Deserialize, Serialize};
 
+/// How the model is driven.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Family {
     /// Encoder-decoder: encoder states in, cross-attention past kept from step 0.
     Seq2Seq,
@@ -19,35 +21,62 @@ pub enum Family {
 /// One past input and the present output that feeds it next step.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CacheTensor {
+    /// The past input.
     pub past: String,
+    /// The present output that becomes it next step.
     pub present: String,
     /// Past shape with the sequence axis left at 0, e.g. [batch, heads, 0, head_dim].
     pub shape: Vec<i64>,
-    pub dtype: String,
+    /// The past's declared element type (what it is fed as).
+    pub dtype: ElemType,
 }
 
 /// Everything the driver needs; serialized to the child process.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {
+    /// Seq2seq or decoder-only.
     pub family: Family,
+    /// The token input.
     pub input_ids: String,
-    pub input_ids_dtype: String,
+    /// Its declared type (int64 or int32).
+    pub input_ids_dtype: ElemType,
+    /// The logits output.
     pub logits: String,
+    /// Vocabulary size (last axis of logits).
     pub vocab: i64,
+    /// The merged decoder's `use_cache_branch`, if any.
     pub branch_flag: Option<String>,
+    /// Self-attention pasts: refreshed from the presents every step.
     pub self_past: Vec<CacheTensor>,
+    /// Cross-attention pasts: taken once from step 0.
     pub cross_past: Vec<CacheTensor>,
+    /// The sequence axis of the pasts.
     pub seq_axis: usize,
+    /// Past lengths fed at step 0, one run each.
     pub step0_past_lengths: Vec<i64>,
+    /// Max |Δ| allowed between cached and uncached logits.
     pub tolerance: f64,
+    /// Decoder-only: the mask over past + new tokens.
     pub attention_mask: Option<String>,
+    /// Positions continuing the past, when the model takes them.
     pub position_ids: Option<String>,
+    /// Seq2seq: the encoder's output fed to the decoder.
     pub encoder_hidden_states: Option<String>,
+    /// Seq2seq: the encoder mask.
     pub encoder_attention_mask: Option<String>,
+    /// Width of the encoder states.
     pub hidden: Option<i64>,
     /// Inputs the plan cannot fill; the driver refuses to guess.
     pub unknown_inputs: Vec<String>,
-    pub dtypes: Vec<(String, String)>,
+    /// Every input's declared element type.
+    pub dtypes: Vec<(String, ElemType)>,
+}
+
+impl Plan {
+    /// The declared element type of input `name` (int64 when undeclared).
+    pub fn dtype_of(&self, name: &str) -> ElemType {
+        self.dtypes.iter().find(|(n, _)| n == name).map(|(_, d)| *d).unwrap_or(ElemType::I64)
+    }
 }
 
 fn fixed_from(sig_dim: Option<&Dim>, rule: Option<&DimRule>) -> Option<i64> {
@@ -74,7 +103,7 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
     };
     let input_ids = cache.input_ids.clone().unwrap_or_else(|| "input_ids".into());
     let input_ids_dtype = match sig.input(&input_ids).and_then(|p| p.ty.tensor_parts()) {
-        Some((e, _)) => e.to_string(),
+        Some((e, _)) => e,
         None => return Err(format!("the model has no `{input_ids}` input to feed tokens to")),
     };
     let logits = cache.logits.clone().unwrap_or_else(|| "logits".into());
@@ -147,7 +176,7 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
             };
             shape.push(v);
         }
-        Ok(CacheTensor { past: past.to_string(), present, shape, dtype: elem.to_string() })
+        Ok(CacheTensor { past: past.to_string(), present, shape, dtype: elem })
     };
     let self_past = self_names.iter().map(|n| tensor(n)).collect::<Result<Vec<_>, _>>()?;
     let cross_past = cross_names.iter().map(|n| tensor(n)).collect::<Result<Vec<_>, _>>()?;
@@ -178,8 +207,7 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
             .collect();
     let unknown_inputs =
         sig.inputs.iter().filter(|p| !known.contains(&p.name.as_str())).map(|p| p.name.clone()).collect();
-    let dtypes =
-        sig.inputs.iter().filter_map(|p| p.ty.tensor_parts().map(|(e, _)| (p.name.clone(), e.to_string()))).collect();
+    let dtypes = sig.inputs.iter().filter_map(|p| p.ty.tensor_parts().map(|(e, _)| (p.name.clone(), e))).collect();
     let step0_past_lengths = cache.step0_past_lengths.clone().unwrap_or_else(|| match family {
         // Current optimum and transformers.js feed 0, older optimum 1: both must work.
         Family::Seq2Seq => vec![0, 1],

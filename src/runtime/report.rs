@@ -1,49 +1,78 @@
 //! The runtime part of a report: what ran, step by step, and the findings.
+// Turning a finished run into findings is only reachable with the `runtime`
+// feature; the types themselves are part of every report.
+#![cfg_attr(not(feature = "runtime"), allow(dead_code))]
 
 use super::events::{Event, FailedNode, TensorInfo};
 use crate::finding::{Code, Finding, Severity};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-#[derive(Clone, Debug, Serialize)]
+/// One decoding step as it ran.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct StepRow {
+    /// The past length fed at step 0 in this run.
     pub step0_past_len: i64,
+    /// The step.
     pub step: usize,
+    /// Every check of the step held.
     pub ok: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Run time (absent when the step did not finish).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds: Option<f64>,
     /// Max |cached − uncached| of the last position's logits.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parity_max_abs_diff: Option<f64>,
+    /// Every feed's dtype and shape.
     pub feeds: Vec<TensorInfo>,
+    /// Every output's dtype and shape.
     pub outputs: Vec<TensorInfo>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// ONNX Runtime's error at this step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The node it failed in, with its traced input shapes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_node: Option<FailedNode>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// What one ONNX Runtime did with the model, step by step.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RuntimeReport {
+    /// Its version, when known.
     pub ort_version: Option<String>,
+    /// The library's path.
     pub ort_path: String,
     /// Where the library was found (`--ort-lib`, python package, …).
     pub ort_source: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Session creation time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_seconds: Option<f64>,
+    /// Every step of every run.
     pub steps: Vec<StepRow>,
     /// Set when the child process died or hung.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash: Option<String>,
+    /// This runtime's findings (also in the report's own list).
     #[serde(skip)]
     pub findings: Vec<Finding>,
     #[serde(skip)]
     done: bool,
 }
 
+/// How the driving ended, for [`RuntimeReport::finish`].
+pub(crate) enum End {
+    /// The child process exited (or was killed after `timeout`).
+    Child { status: Option<ExitStatus>, timed_out: bool, timeout: Duration, stderr: String },
+    /// The driver ran in this process and returned.
+    InProcess,
+}
+
 impl RuntimeReport {
+    /// An empty report for the library at `lib`, found by `source`.
     pub fn new(lib: &Path, source: &str) -> Self {
         RuntimeReport {
             // Until the child reports it; kept when the library cannot even load.
@@ -62,6 +91,7 @@ impl RuntimeReport {
         Finding { runtime: self.ort_version.clone(), ..f }
     }
 
+    /// Takes in one event of the driver.
     pub fn absorb(&mut self, ev: Event) {
         match ev {
             Event::Runtime { version, path } => {
@@ -81,7 +111,7 @@ impl RuntimeReport {
                 failed_node: None,
             }),
             Event::Step { variant, step, outputs, seconds, parity, issues } => {
-                let ok = issues.iter().all(|i| i.severity != "error");
+                let ok = issues.iter().all(|i| i.severity != Severity::Error);
                 if let Some(row) = self.row(variant, step) {
                     row.ok = ok;
                     row.seconds = Some(seconds);
@@ -89,9 +119,9 @@ impl RuntimeReport {
                     row.outputs = outputs;
                 }
                 for i in issues {
-                    let code = Code::ALL.iter().copied().find(|c| c.as_str() == i.code).unwrap_or(Code::RunFailed);
-                    let sev = if i.severity == "error" { Severity::Error } else { Severity::Warning };
-                    let mut f = Finding::new(code, sev, format!("step {step}: {}", i.message)).at_step(step, variant);
+                    let code = i.code;
+                    let mut f =
+                        Finding::new(code, i.severity, format!("step {step}: {}", i.message)).at_step(step, variant);
                     f.tensor = i.tensor;
                     if code == Code::Parity && f.message.contains("max |Δ|") {
                         f.cause = Some(
@@ -124,13 +154,8 @@ impl RuntimeReport {
                 // A fatal event is an orderly end, not a crash.
                 self.done = true;
                 let message = clean_ort_message(&message);
-                let code = match stage.as_str() {
-                    "runtime" => Code::RuntimeLoad,
-                    "session" => Code::ModelLoad,
-                    "child" => Code::Crash,
-                    _ => Code::Plan,
-                };
-                let f = self.finding(Finding::error(code, format!("{stage}: {message}")).cause(cause));
+                let f =
+                    self.finding(Finding::error(stage.code(), format!("{}: {message}", stage.label())).cause(cause));
                 self.findings.push(f);
             }
             Event::Done => self.done = true,
@@ -141,16 +166,18 @@ impl RuntimeReport {
         self.steps.iter_mut().rev().find(|r| r.step0_past_len == variant && r.step == step)
     }
 
-    /// Called after the child exited: a missing `Done` means it died.
-    pub fn finish(&mut self, status: Option<ExitStatus>, timed_out: bool, timeout: Duration, stderr: &str) {
+    /// Called after the driving ended: a missing `Done` means the child died.
+    pub(crate) fn finish(&mut self, end: End) {
         if self.done {
             self.add_dummy_notes();
             return;
         }
-        let how = if timed_out {
-            format!("did not finish within {} s and was killed", timeout.as_secs())
-        } else {
-            describe_exit(status)
+        let (how, stderr) = match end {
+            End::Child { timed_out: true, timeout, stderr, .. } => {
+                (format!("did not finish within {} s and was killed", timeout.as_secs()), stderr)
+            }
+            End::Child { status, stderr, .. } => (describe_exit(status), stderr),
+            End::InProcess => ("stopped without finishing".to_string(), String::new()),
         };
         let last = self.steps.last().filter(|r| r.seconds.is_none() && r.error.is_none()).cloned();
         let mut text = format!("the process running ONNX Runtime {how}");

@@ -1,0 +1,288 @@
+//! The one pipeline: contract → static check → compatibility → plan →
+//! runtime runs → [`Report`]. The command line, folder mode and applications
+//! all call it; nothing else strings these steps together.
+
+use crate::contract::{self, Contract};
+use crate::finding::{any_error, Code, Finding, Severity};
+use crate::report::{ContractInfo, ModelSummary, Report};
+use crate::runtime::{compat, RuntimeReport};
+use crate::Error;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the runtime steps run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Isolation {
+    /// A child process (this same executable, recognised by an environment
+    /// variable; the host must call [`crate::init_child`] first in `main`):
+    /// a crash or hang inside ONNX Runtime becomes a `crash` finding.
+    #[default]
+    ChildProcess,
+    /// This process: no crash isolation, and ONNX Runtime can be loaded only
+    /// once per process (one runtime per process lifetime).
+    InProcess,
+}
+
+/// Builds and runs a check. Defaults: 4 steps, batch 1, seed 0, the runtime
+/// found on this machine (never fetched unless [`Checker::fetch`] allows it),
+/// a 600 s time limit, in a child process.
+#[derive(Clone)]
+pub struct Checker {
+    contract: Option<Contract>,
+    static_only: bool,
+    force_run: bool,
+    steps: usize,
+    batch: i64,
+    seed: u64,
+    runtimes: Vec<PathBuf>,
+    fetch: bool,
+    timeout: Duration,
+    target_ort: Option<String>,
+    encoder: Option<PathBuf>,
+    no_cache_model: Option<PathBuf>,
+    isolation: Isolation,
+    notice: Option<Notice>,
+}
+
+/// Where one-line notices go (the library itself never prints).
+type Notice = Arc<dyn Fn(&str) + Send + Sync>;
+
+impl Default for Checker {
+    fn default() -> Self {
+        Checker {
+            contract: None,
+            static_only: false,
+            force_run: false,
+            steps: 4,
+            batch: 1,
+            seed: 0,
+            runtimes: Vec::new(),
+            fetch: false,
+            timeout: Duration::from_secs(600),
+            target_ort: None,
+            encoder: None,
+            no_cache_model: None,
+            isolation: Isolation::default(),
+            notice: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Checker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checker")
+            .field("contract", &self.contract.as_ref().map(|c| &c.name))
+            .field("static_only", &self.static_only)
+            .field("steps", &self.steps)
+            .field("batch", &self.batch)
+            .field("runtimes", &self.runtimes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Checker {
+    /// A checker with the defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// The contract to check against.
+    pub fn contract(mut self, contract: Contract) -> Self {
+        self.contract = Some(contract);
+        self
+    }
+    /// Only the static signature check (no ONNX Runtime).
+    pub fn static_only(mut self, yes: bool) -> Self {
+        self.static_only = yes;
+        self
+    }
+    /// Run the runtime steps even when the static check failed.
+    pub fn force_run(mut self, yes: bool) -> Self {
+        self.force_run = yes;
+        self
+    }
+    /// Decoding steps per run.
+    pub fn steps(mut self, n: usize) -> Self {
+        self.steps = n;
+        self
+    }
+    /// Rows fed at once.
+    pub fn batch(mut self, n: i64) -> Self {
+        self.batch = n;
+        self
+    }
+    /// Seed for token ids and random encoder states.
+    pub fn seed(mut self, n: u64) -> Self {
+        self.seed = n;
+        self
+    }
+    /// ONNX Runtime libraries to run with, one run each (default: the one found).
+    pub fn runtimes(mut self, libs: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.runtimes = libs.into_iter().collect();
+        self
+    }
+    /// Allow installing the pinned ONNX Runtime with pip when none is found.
+    pub fn fetch(mut self, yes: bool) -> Self {
+        self.fetch = yes;
+        self
+    }
+    /// Time limit per runtime; a hung runtime is killed.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = t;
+        self
+    }
+    /// Also say whether the model needs a newer ONNX Runtime than `version` (e.g. `1.16`).
+    pub fn target_ort(mut self, version: impl Into<String>) -> Self {
+        self.target_ort = Some(version.into());
+        self
+    }
+    /// Produce the encoder states with this encoder model (seq2seq).
+    pub fn encoder(mut self, path: impl Into<PathBuf>) -> Self {
+        self.encoder = Some(path.into());
+        self
+    }
+    /// Recompute uncached logits with this decoder (without past inputs).
+    pub fn no_cache_model(mut self, path: impl Into<PathBuf>) -> Self {
+        self.no_cache_model = Some(path.into());
+        self
+    }
+    /// Where the runtime steps run.
+    pub fn isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
+        self
+    }
+    /// Called with one-line notices (e.g. "fetching ONNX Runtime"); the library never prints.
+    pub fn on_notice(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.notice = Some(Arc::new(f));
+        self
+    }
+
+    #[cfg_attr(not(feature = "runtime"), allow(dead_code))]
+    fn notify(&self, text: &str) {
+        if let Some(f) = &self.notice {
+            f(text);
+        }
+    }
+
+    /// Checks one model file and returns what was found. `Err` only when the
+    /// model cannot be judged at all (unreadable, no contract, missing
+    /// external data); every finding about the model is in the report.
+    pub fn run(&self, model: &Path) -> Result<Report, Error> {
+        let contract = self.contract.as_ref().ok_or(Error::NoContract)?;
+        // A model whose weights cannot be found is unusable: say so before any check.
+        let sig = crate::read_usable_signature(model)?;
+        let mut findings = contract::check(&sig, contract);
+        if let Some(v) = &self.target_ort {
+            findings.extend(compat::check_target(&sig, v));
+        }
+        let mut runtimes = Vec::new();
+        if !self.static_only {
+            if any_error(&findings) && !self.force_run {
+                findings.push(Finding::new(
+                    Code::RuntimeSkipped,
+                    Severity::Warning,
+                    "runtime check not run: the static check failed, so a run would only repeat it (a forced run, --force-run, shows it anyway)",
+                ));
+            } else {
+                runtimes = self.run_runtimes(model, &sig, contract, &mut findings)?;
+            }
+        }
+        let summary = ModelSummary::of(&model.display().to_string(), &sig, Vec::new());
+        Ok(Report::new(&model.display().to_string(), Some(ContractInfo::of(contract)), summary, findings, runtimes))
+    }
+
+    #[cfg(not(feature = "runtime"))]
+    fn run_runtimes(
+        &self,
+        _model: &Path,
+        _sig: &crate::signature::Signature,
+        _contract: &Contract,
+        _findings: &mut Vec<Finding>,
+    ) -> Result<Vec<RuntimeReport>, Error> {
+        Err(Error::RuntimeFeature)
+    }
+
+    #[cfg(feature = "runtime")]
+    fn run_runtimes(
+        &self,
+        model: &Path,
+        sig: &crate::signature::Signature,
+        contract: &Contract,
+        findings: &mut Vec<Finding>,
+    ) -> Result<Vec<RuntimeReport>, Error> {
+        use crate::runtime::{child, locate, options, plan};
+        let plan = match plan::build(sig, contract, self.batch) {
+            Ok(p) => p,
+            Err(message) => {
+                findings.push(Finding::error(Code::Plan, message));
+                return Ok(Vec::new());
+            }
+        };
+        let libs = match self.libraries() {
+            Ok(libs) => libs,
+            Err(message) => {
+                findings.push(Finding::error(Code::RuntimeLoad, message));
+                return Ok(Vec::new());
+            }
+        };
+        let exe = match self.isolation {
+            Isolation::ChildProcess => Some(
+                std::env::current_exe().map_err(|e| Error::Internal(format!("cannot find this executable: {e}")))?,
+            ),
+            Isolation::InProcess => None,
+        };
+        let options = options::Options {
+            steps: self.steps,
+            batch: self.batch,
+            seed: self.seed,
+            encoder: self.encoder.clone(),
+            no_cache_model: self.no_cache_model.clone(),
+            ..Default::default()
+        };
+        let mut reports = Vec::new();
+        for lib in libs {
+            // The version found, checked statically first: the table names the limit, the run confirms it.
+            if let Some(v) = locate::version_from_name(&lib.path) {
+                findings.extend(compat::check_found(sig, &v));
+            }
+            let job = options::Job {
+                model: model.to_path_buf(),
+                ort_lib: lib.path.clone(),
+                plan: plan.clone(),
+                options: options.clone(),
+            };
+            let source = lib.source.to_string();
+            let report = match &exe {
+                Some(exe) => child::run(exe, &job, &source, self.timeout),
+                None => child::run_in_process(&job, &source),
+            };
+            findings.extend(report.findings.iter().cloned());
+            reports.push(report);
+        }
+        Ok(reports)
+    }
+
+    /// The runtimes to run with, or why there is none.
+    #[cfg(feature = "runtime")]
+    fn libraries(&self) -> Result<Vec<crate::runtime::locate::Located>, String> {
+        use crate::runtime::locate::{self, Located, Source};
+        if !self.runtimes.is_empty() {
+            return Ok(self.runtimes.iter().map(|p| Located { path: p.clone(), source: Source::Flag }).collect());
+        }
+        match locate::locate(None) {
+            Ok(l) => Ok(vec![l]),
+            Err(not_found) if !self.fetch => Err(not_found.to_string()),
+            Err(not_found) => {
+                self.notify(&format!(
+                    "no ONNX Runtime installed; fetching onnxruntime=={} with pip into {} (once)",
+                    locate::PINNED_ORT,
+                    locate::cache_root().display()
+                ));
+                locate::fetch_pinned()
+                    .map(|path| vec![Located { path, source: Source::Cache }])
+                    .map_err(|e| format!("{not_found}\n  fetching failed: {e}"))
+            }
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! What must hold after each step: outputs present and shaped right, the
+//! self-attention cache grown by the tokens fed, the cross-attention cache at
+//! the encoder length, finite logits; and the parity measure. Pure functions
+//! of the outputs, unit-tested without ONNX Runtime.
+
+use super::events::StepIssue;
+use super::feeds::Outputs;
+use super::plan::Plan;
+use crate::finding::Code;
+use ndarray::{ArrayD, Axis};
+
+/// Sizes a step's outputs are checked against.
+pub(crate) struct Expect {
+    pub(crate) batch: usize,
+    pub(crate) new_tokens: usize,
+    /// Self-attention present length: past + new on cached steps, new otherwise.
+    pub(crate) present_len: i64,
+    pub(crate) enc_len: i64,
+    pub(crate) step: usize,
+}
+
+/// Every check of one step's outputs that did not hold.
+pub(crate) fn step_outputs(plan: &Plan, out: &Outputs, e: &Expect) -> Vec<StepIssue> {
+    let mut issues = Vec::new();
+    let mut issue =
+        |code: Code, message: String, tensor: &str| issues.push(StepIssue::error(code, message, Some(tensor)));
+    match out.shape(&plan.logits) {
+        None => issue(Code::StepOutput, format!("`{}` was not produced", plan.logits), &plan.logits),
+        Some(s) => {
+            let want = vec![e.batch as i64, e.new_tokens as i64, plan.vocab];
+            if s != want {
+                issue(
+                    Code::LogitsShape,
+                    format!("`{}` is {s:?}, expected [batch, new tokens, vocab] = {want:?}", plan.logits),
+                    &plan.logits,
+                );
+            }
+        }
+    }
+    if let Some(l) = out.floats.get(&plan.logits) {
+        let bad = l.iter().filter(|v| !v.is_finite()).count();
+        if bad > 0 {
+            issue(Code::NonFinite, format!("`{}` has {bad} NaN/Inf values", plan.logits), &plan.logits);
+        }
+    }
+    let axis = plan.seq_axis;
+    for c in &plan.self_past {
+        match out.shape(&c.present) {
+            None => issue(Code::StepOutput, format!("`{}` was not produced", c.present), &c.present),
+            Some(s) if s.get(axis) != Some(&e.present_len) => issue(
+                Code::CacheGrowth,
+                format!(
+                    "`{}` has length {} on axis {axis}, expected {} (past + {} new): the cache does not grow by the tokens fed",
+                    c.present,
+                    s.get(axis).map(|v| v.to_string()).unwrap_or("?".into()),
+                    e.present_len,
+                    e.new_tokens
+                ),
+                &c.present,
+            ),
+            Some(_) => {}
+        }
+    }
+    for c in &plan.cross_past {
+        match out.shape(&c.present) {
+            None if e.step == 0 => issue(Code::StepOutput, format!("`{}` was not produced", c.present), &c.present),
+            // Cached steps of optimum merged decoders return [0, heads, 1, head_dim] dummies: not to be fed back.
+            Some(s) if e.step > 0 && s.first() == Some(&0) => {}
+            Some(s) if s.get(axis) != Some(&e.enc_len) => issue(
+                Code::CrossCache,
+                format!(
+                    "`{}` has length {:?} on axis {axis}, expected the encoder length {}",
+                    c.present,
+                    s.get(axis),
+                    e.enc_len
+                ),
+                &c.present,
+            ),
+            _ => {}
+        }
+    }
+    issues
+}
+
+/// Max |cached − uncached| over the last position's logits, in f64.
+pub(crate) fn max_abs_last(cached: &ArrayD<f32>, full: &ArrayD<f32>) -> f64 {
+    let last = |a: &ArrayD<f32>| a.index_axis(Axis(1), a.shape()[1].saturating_sub(1)).to_owned();
+    if cached.ndim() < 2 || full.ndim() < 2 || cached.shape()[1] == 0 || full.shape()[1] == 0 {
+        return f64::INFINITY;
+    }
+    let (x, y) = (last(cached), last(full));
+    if x.shape() != y.shape() {
+        return f64::INFINITY;
+    }
+    x.iter().zip(y.iter()).map(|(a, b)| (f64::from(*a) - f64::from(*b)).abs()).fold(0.0, f64::max)
+}
+
+/// The greedy token of row `batch` at the last position.
+pub(crate) fn argmax_last(logits: &ArrayD<f32>, batch: usize) -> i64 {
+    if logits.ndim() < 3 || batch >= logits.shape()[0] || logits.shape()[1] == 0 {
+        return 0;
+    }
+    let row = logits.index_axis(Axis(0), batch);
+    let last = row.index_axis(Axis(0), row.shape()[0] - 1);
+    let mut best = (0usize, f32::NEG_INFINITY);
+    for (i, v) in last.iter().enumerate() {
+        if *v > best.1 {
+            best = (i, *v);
+        }
+    }
+    best.0 as i64
+}
+
+/// The parity issue, when the gap is over the plan's tolerance (or NaN).
+pub(crate) fn parity_issue(plan: &Plan, max_abs: f64) -> Option<StepIssue> {
+    (max_abs.is_nan() || max_abs > plan.tolerance).then(|| {
+        StepIssue::error(
+            Code::Parity,
+            format!(
+                "cached logits differ from recomputing the prefix without cache: max |Δ| {max_abs:.3e} > tolerance {:.0e}",
+                plan.tolerance
+            ),
+            Some(&plan.logits),
+        )
+    })
+}

@@ -1,0 +1,60 @@
+//! What a runtime run is asked to do, and the job sent to the child process.
+//! Its own module so that the driver and the diagnosis both read it without
+//! importing each other.
+
+use super::plan::Plan;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// How many steps, which batch and seed, which helper models.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Options {
+    /// Decoding steps per run.
+    pub steps: usize,
+    /// Rows fed at once.
+    pub batch: i64,
+    /// Seed for token ids and random encoder states.
+    pub seed: u64,
+    /// Encoder length for seq2seq models.
+    pub encoder_len: i64,
+    /// Prompt length at step 0 for decoder-only models.
+    pub prompt_len: i64,
+    /// Token fed at step 0 of a seq2seq decoder (default: vocab - 1, Marian's pad/start).
+    pub start_token: Option<i64>,
+    /// Produce encoder_hidden_states with this encoder instead of random values.
+    pub encoder: Option<PathBuf>,
+    /// Recompute uncached logits with this model (e.g. decoder_model.onnx)
+    /// instead of the merged decoder's no-cache branch.
+    pub no_cache_model: Option<PathBuf>,
+    /// Intra-op threads; 0 leaves ONNX Runtime's default (one per core).
+    pub threads: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            steps: 4,
+            batch: 1,
+            seed: 0,
+            encoder_len: 7,
+            prompt_len: 4,
+            start_token: None,
+            encoder: None,
+            no_cache_model: None,
+            threads: 0,
+        }
+    }
+}
+
+/// The job the parent sends to the child on stdin.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Job {
+    /// The model driven.
+    pub model: PathBuf,
+    /// The ONNX Runtime library the child loads.
+    pub ort_lib: PathBuf,
+    /// What to feed at each step.
+    pub plan: Plan,
+    /// Steps, batch, seed, helper models.
+    pub options: Options,
+}
