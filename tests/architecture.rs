@@ -39,16 +39,16 @@ fn file_of(module: &[String], files: &BTreeMap<Vec<String>, PathBuf>) -> Option<
 fn imports(file: &Path, files: &BTreeMap<Vec<String>, PathBuf>) -> BTreeSet<Vec<String>> {
     let text = std::fs::read_to_string(file).unwrap();
     let me = module_of(file);
-    let is_mod_file = file.file_name().is_some_and(|n| n == "mod.rs");
     let mut out = BTreeSet::new();
-    for (prefix, base) in [("crate::", Vec::new()), ("super::", {
-        // `super` of runtime/driver.rs is runtime; of runtime/mod.rs it is the crate.
-        let mut b = me.clone();
-        if !is_mod_file || !b.is_empty() {
+    for (prefix, base) in [
+        ("crate::", Vec::new()),
+        ("super::", {
+            // `super` of runtime/driver.rs is runtime; of runtime/mod.rs (module runtime) the crate.
+            let mut b = me.clone();
             b.pop();
-        }
-        b
-    })] {
+            b
+        }),
+    ] {
         for (i, _) in text.match_indices(prefix) {
             let rest = &text[i + prefix.len()..];
             let mut path = base.clone();

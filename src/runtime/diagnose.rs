@@ -184,7 +184,43 @@ pub(crate) fn failure_cause(message: &str, step: usize, past_len: i64, node: Opt
 
 #[cfg(test)]
 mod tests {
-    use super::session_cause;
+    use super::*;
+
+    /// ORT 1.31.1's message for the baked-past Marian at step 2 (models/marian-baked-past).
+    const BAKED: &str = "Non-zero status code returned while running If node. Name:'optimum::if' Status Message: \
+        Non-zero status code returned while running Reshape node. Name:'/Reshape_5' Status Message: \
+        The input tensor cannot be reshaped to the requested shape. Input shape:{1,8,3,4}, requested shape:{1,8,2,4}";
+
+    fn node(op: &str) -> FailedNode {
+        FailedNode { path: "p".into(), name: "n".into(), op_type: op.into(), inputs: vec![], trace_error: None }
+    }
+
+    #[test]
+    fn the_innermost_node_of_a_nested_failure_is_named() {
+        assert_eq!(failing_node(BAKED), Some(("Reshape".to_string(), "/Reshape_5".to_string())));
+        assert_eq!(failing_node("Got invalid dimensions for input: x"), None);
+    }
+
+    #[test]
+    fn cause_rules_name_the_mechanism() {
+        // Numbers tracking the past length at a cached step: a length baked in at export.
+        let c = failure_cause(BAKED, 2, 2, Some(&node("Reshape"))).unwrap();
+        assert!(c.contains("fixed at export time") && c.contains("step 2"), "{c}");
+        // A shape error after the cache grew, numbers not tracking it: still the grown cache.
+        let c =
+            failure_cause("running Expand node ... invalid expand shape {7}", 3, 40, Some(&node("Expand"))).unwrap();
+        assert!(c.contains("only once the cache has grown"), "{c}");
+        // At step 0 a shape error is not blamed on the cache.
+        assert_eq!(failure_cause(BAKED, 0, 0, Some(&node("Reshape"))), None);
+        // Feeding inputs the model does not have: the signature.
+        let c = failure_cause("Invalid input name: use_cache_branch", 0, 0, None).unwrap();
+        assert!(c.starts_with("signature mismatch"), "{c}");
+        // A fixed axis refused by the runtime's input check.
+        let c =
+            failure_cause("Got invalid dimensions for input: input_ids for the following indices", 1, 1, None).unwrap();
+        assert!(c.contains("static axis"), "{c}");
+        assert_eq!(failure_cause("out of memory", 2, 2, Some(&node("Gemm"))), None);
+    }
 
     #[test]
     fn load_failures_measured_here_get_their_cause() {

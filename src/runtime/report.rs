@@ -294,3 +294,46 @@ fn describe_feeds(feeds: &[TensorInfo]) -> String {
         shown.join(", ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ort_messages_lose_their_cpp_location_and_nesting() {
+        let m = "Non-zero status code returned while running If node. Name:'optimum::if' Status Message: \
+                 Non-zero status code returned while running Reshape node. Name:'/Reshape_5' Status Message: \
+                 /onnxruntime_src/onnxruntime/core/providers/cpu/tensor/reshape_helper.h:91 \
+                 onnxruntime::ReshapeHelper::ReshapeHelper(const onnxruntime::TensorShape&, bool) \
+                 input_shape_size == requested_shape_size was false. The input tensor cannot be reshaped.";
+        assert_eq!(innermost_status(m), "The input tensor cannot be reshaped.");
+        let load = "Load model failed: /onnxruntime_src/onnxruntime/core/graph/model.cc:256 \
+                    onnxruntime::Model::Model(onnx::ModelProto&&, const PathString&) Unsupported model IR version: 14";
+        assert_eq!(clean_ort_message(load), "Load model failed: Unsupported model IR version: 14");
+        assert_eq!(clean_ort_message("plain"), "plain");
+    }
+
+    #[test]
+    fn a_child_that_dies_mid_step_is_a_crash_at_that_step() {
+        let mut r = RuntimeReport::new(Path::new("/x/libonnxruntime.so.1.31.1"), "test");
+        assert_eq!(r.ort_version.as_deref(), Some("1.31.1"));
+        let feed =
+            TensorInfo { name: "input_ids".into(), dtype: crate::signature::ElemType::I64, shape: Some(vec![1, 1]) };
+        r.absorb(Event::Feeds { variant: 0, step: 2, feeds: vec![feed] });
+        r.finish(End::Child {
+            status: None,
+            timed_out: false,
+            timeout: Duration::from_secs(1),
+            stderr: "boom\n".into(),
+        });
+        let f = &r.findings[0];
+        assert_eq!((f.code, f.step), (Code::Crash, Some(2)));
+        assert!(f.message.contains("input_ids [1, 1]"), "{}", f.message);
+        assert_eq!(f.cause.as_deref(), Some("last runtime message: boom"));
+        // A finished run is not a crash.
+        let mut ok = RuntimeReport::new(Path::new("lib"), "test");
+        ok.absorb(Event::Done);
+        ok.finish(End::InProcess);
+        assert!(ok.findings.is_empty());
+    }
+}
