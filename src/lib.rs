@@ -30,6 +30,7 @@ pub mod exit;
 mod file_buf;
 pub mod finding;
 pub mod fold;
+pub mod folder;
 mod onnx_proto;
 pub mod reader;
 pub mod render;

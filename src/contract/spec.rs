@@ -100,7 +100,7 @@ pub struct CacheSpec {
     pub present_prefix: Option<(String, String)>,
     /// Which axis of a past tensor is the sequence (default 2).
     pub seq_axis: Option<usize>,
-    /// Dummy past lengths to try at step 0 (default: [0, 1] for seq2seq, [0] for decoder-only).
+    /// Dummy past lengths to try at step 0 (default: `[0, 1]` for seq2seq, `[0]` for decoder-only).
     pub step0_past_lengths: Option<Vec<i64>>,
     /// Max abs difference allowed between cached and uncached logits (default 1e-4).
     pub parity_tolerance: Option<f64>,

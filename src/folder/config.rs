@@ -1,0 +1,214 @@
+//! Sizes and family from the folder's `config.json` (+ `generation_config.json`
+//! for the decoder start and end tokens), each with the key it came from.
+//! Read as plain JSON: a config from any transformers version (or a hand-made
+//! one) yields what it states and nothing is guessed.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One size and where it came from (`config.json: d_model`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Size {
+    /// The value.
+    pub value: i64,
+    /// `config.json: d_model`, `model: logits last axis`, …
+    pub source: String,
+}
+
+/// What the config files of a folder state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    /// `model_type` (`marian`, `t5`, `llama`, …).
+    pub model_type: Option<String>,
+    /// Sizes by our name: `layers` (decoder layers), `heads`, `kv_heads`,
+    /// `head_dim`, `hidden`, `vocab`, `num_mel_bins`, `max_source_positions`,
+    /// `decoder_start`, `eos`.
+    pub sizes: BTreeMap<String, Size>,
+}
+
+/// Why a config file could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {message}", path.display())]
+pub struct ConfigError {
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong, with line and column for JSON syntax.
+    pub message: String,
+}
+
+/// Our size names and the config keys that state them, first match wins.
+/// Decoder-side keys come first: a seq2seq folder's caches are the decoder's.
+const KEYS: &[(&str, &[&str])] = &[
+    ("hidden", &["d_model", "hidden_size", "n_embd"]),
+    ("layers", &["decoder_layers", "num_decoder_layers", "n_layer", "num_hidden_layers", "num_layers"]),
+    ("heads", &["decoder_attention_heads", "num_heads", "n_head", "num_attention_heads"]),
+    ("kv_heads", &["num_key_value_heads", "multi_query_group_num"]),
+    ("head_dim", &["head_dim", "d_kv"]),
+    ("vocab", &["vocab_size"]),
+    ("num_mel_bins", &["num_mel_bins"]),
+    ("max_source_positions", &["max_source_positions"]),
+    ("decoder_start", &["decoder_start_token_id"]),
+    ("eos", &["eos_token_id"]),
+];
+
+/// An integer, or the first of a list of integers (`eos_token_id: [1, 2]`).
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::Array(a) => a.first().and_then(Value::as_i64),
+        _ => None,
+    }
+}
+
+fn read_json(path: &Path) -> Result<Value, ConfigError> {
+    let err = |message: String| ConfigError { path: path.to_path_buf(), message };
+    let text = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    let v: Value = serde_json::from_slice(&text).map_err(|e| err(format!("not valid JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(err("not a JSON object".into()));
+    }
+    Ok(v)
+}
+
+impl ModelConfig {
+    /// What `config.json` states (`text_config` of multimodal configs
+    /// fills what the top level lacks).
+    pub fn from_value(v: &Value, file: &str) -> ModelConfig {
+        let mut c = ModelConfig {
+            model_type: v.get("model_type").and_then(Value::as_str).map(str::to_string),
+            ..Default::default()
+        };
+        let scopes: Vec<(&Value, String)> = std::iter::once((v, file.to_string()))
+            .chain(v.get("text_config").map(|t| (t, format!("{file}: text_config"))))
+            .collect();
+        for (name, keys) in KEYS {
+            'found: for (scope, label) in &scopes {
+                for key in *keys {
+                    if let Some(value) = scope.get(*key).and_then(int) {
+                        c.sizes.insert(name.to_string(), Size { value, source: format!("{label}: {key}") });
+                        break 'found;
+                    }
+                }
+            }
+        }
+        // Derived, and said so: head_dim = hidden / heads, kv_heads = heads.
+        if !c.sizes.contains_key("head_dim") {
+            if let (Some(h), Some(n)) = (c.get("hidden"), c.get("heads")) {
+                if n > 0 && h % n == 0 {
+                    let source =
+                        format!("{file}: {} / {}", c.sizes["hidden"].source_key(), c.sizes["heads"].source_key());
+                    c.sizes.insert("head_dim".into(), Size { value: h / n, source });
+                }
+            }
+        }
+        if !c.sizes.contains_key("kv_heads") {
+            if let Some(s) = c.sizes.get("heads").cloned() {
+                c.sizes.insert("kv_heads".into(), s);
+            }
+        }
+        c
+    }
+
+    /// Reads `dir/config.json` (and `dir/generation_config.json`, whose
+    /// tokens win); `Ok(None)` when the folder has no config.json.
+    pub fn read(dir: &Path) -> Result<Option<ModelConfig>, ConfigError> {
+        let path = dir.join("config.json");
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let mut c = ModelConfig::from_value(&read_json(&path)?, "config.json");
+        let gen_path = dir.join("generation_config.json");
+        if gen_path.is_file() {
+            let g = read_json(&gen_path)?;
+            for (name, key) in [("decoder_start", "decoder_start_token_id"), ("eos", "eos_token_id")] {
+                if let Some(value) = g.get(key).and_then(int) {
+                    c.sizes.insert(name.into(), Size { value, source: format!("generation_config.json: {key}") });
+                }
+            }
+        }
+        Ok(Some(c))
+    }
+
+    /// The value of size `name`.
+    pub fn get(&self, name: &str) -> Option<i64> {
+        self.sizes.get(name).map(|s| s.value)
+    }
+}
+
+impl Size {
+    /// `d_model` from `config.json: d_model`.
+    fn source_key(&self) -> &str {
+        self.source.rsplit(": ").next().unwrap_or(&self.source)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(name: &str) -> ModelConfig {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models").join(name);
+        ModelConfig::read(&dir).unwrap().unwrap_or_else(|| panic!("{name} has a config.json"))
+    }
+
+    fn sizes(c: &ModelConfig) -> Vec<(&str, i64)> {
+        ["layers", "heads", "kv_heads", "head_dim", "hidden", "vocab"]
+            .iter()
+            .map(|k| (*k, c.get(k).unwrap_or(-1)))
+            .collect()
+    }
+
+    #[test]
+    fn sizes_of_every_family_with_their_keys() {
+        let m = folder("marian-tiny");
+        assert_eq!(m.model_type.as_deref(), Some("marian"));
+        assert_eq!(
+            sizes(&m),
+            [("layers", 6), ("heads", 8), ("kv_heads", 8), ("head_dim", 4), ("hidden", 32), ("vocab", 1000)]
+        );
+        assert_eq!(m.sizes["hidden"].source, "config.json: d_model");
+        assert_eq!(m.sizes["head_dim"].source, "config.json: d_model / decoder_attention_heads");
+        assert_eq!(m.get("decoder_start"), Some(999));
+        let t5 = folder("t5-tiny");
+        assert_eq!(t5.sizes["head_dim"].source, "config.json: d_kv");
+        assert_eq!(t5.sizes["layers"].source, "config.json: num_decoder_layers");
+        assert_eq!(
+            sizes(&folder("bart-tjs")),
+            [("layers", 3), ("heads", 6), ("kv_heads", 6), ("head_dim", 8), ("hidden", 48), ("vocab", 1200)]
+        );
+        assert_eq!(folder("whisper-tiny").get("num_mel_bins"), Some(80));
+        assert_eq!(
+            folder("whisper-tiny").sizes["decoder_start"].source,
+            "generation_config.json: decoder_start_token_id"
+        );
+        assert_eq!(
+            sizes(&folder("gpt2-tiny")),
+            [("layers", 2), ("heads", 4), ("kv_heads", 4), ("head_dim", 8), ("hidden", 32), ("vocab", 1000)]
+        );
+        assert_eq!(sizes(&folder("llama-tiny"))[2], ("kv_heads", 2));
+        // Gemma states head_dim explicitly, and it is not hidden / heads.
+        let g = folder("gemma-tiny");
+        assert_eq!(
+            (g.get("head_dim"), g.get("hidden"), g.get("heads"), g.get("kv_heads")),
+            (Some(16), Some(32), Some(4), Some(1))
+        );
+        // Mistral's `"head_dim": null` is not a size: derived instead.
+        assert_eq!(folder("mistral-tiny").sizes["head_dim"].source, "config.json: hidden_size / num_attention_heads");
+    }
+
+    #[test]
+    fn broken_configs_name_the_file_and_the_place() {
+        let tmp = std::env::temp_dir().join(format!("onnx-contract-config-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        std::fs::write(tmp.join("config.json"), "{\n  \"d_model\": 32,\n  oops\n}").unwrap();
+        let e = ModelConfig::read(&tmp).unwrap_err().to_string();
+        assert!(e.contains("config.json: not valid JSON") && e.contains("line 3"), "{e}");
+        std::fs::write(tmp.join("config.json"), "[1, 2]").unwrap();
+        assert!(ModelConfig::read(&tmp).unwrap_err().to_string().contains("not a JSON object"));
+        std::fs::remove_file(tmp.join("config.json")).unwrap();
+        assert_eq!(ModelConfig::read(&tmp).unwrap(), None);
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}

@@ -1,0 +1,134 @@
+//! Finds every ONNX file of an export folder: the folder itself and its
+//! `onnx/` subfolder (transformers.js layout). Reads directory listings only;
+//! follows no directory link (a link out of the folder is never walked) but
+//! accepts file links (hub caches are made of them).
+
+use std::path::{Path, PathBuf};
+
+/// Suffixes converters append for numeric variants (`decoder_model_merged_fp16.onnx`).
+pub const VARIANT_SUFFIXES: &[&str] =
+    &["q4f16", "fp16", "bf16", "q4", "q8", "bnb4", "quantized", "int8", "uint8", "int4", "uint4", "fp32"];
+
+/// One ONNX file found in a folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundFile {
+    /// Its path (inside the folder, or the folder's file link).
+    pub path: PathBuf,
+    /// Its path relative to the folder, `/`-separated (`onnx/encoder_model.onnx`).
+    pub rel: String,
+    /// The file stem without a variant suffix (`decoder_model_merged`).
+    pub base: String,
+    /// The variant suffix, when there is one (`fp16`, `quantized`, …).
+    pub variant: Option<String>,
+}
+
+/// Why a folder could not be listed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FolderError {
+    /// The path cannot be read as a directory.
+    #[error("{}: cannot read the folder: {source}", path.display())]
+    Io {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// No `.onnx` file in the folder or its `onnx/` subfolder.
+    #[error("{}: no .onnx file in this folder or in its onnx/ subfolder", path.display())]
+    Empty {
+        /// The folder.
+        path: PathBuf,
+    },
+}
+
+/// `decoder_model_merged_fp16` → (`decoder_model_merged`, `fp16`).
+pub fn split_variant(stem: &str) -> (String, Option<String>) {
+    for suffix in VARIANT_SUFFIXES {
+        if let Some(base) = stem.strip_suffix(suffix).and_then(|b| b.strip_suffix('_')) {
+            if !base.is_empty() {
+                return (base.to_string(), Some(suffix.to_string()));
+            }
+        }
+    }
+    (stem.to_string(), None)
+}
+
+fn onnx_files_in(dir: &Path, prefix: &str, out: &mut Vec<FoundFile>) -> Result<(), FolderError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| FolderError::Io { path: dir.to_path_buf(), source })?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(".onnx") else { continue };
+        // `metadata` follows a file link to its target; a directory (or a
+        // link to one) named `.onnx` is not a model.
+        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let (base, variant) = split_variant(stem);
+        out.push(FoundFile { path, rel: format!("{prefix}{name}"), base, variant });
+    }
+    Ok(())
+}
+
+/// Every `.onnx` file of `dir` and of `dir/onnx/`, sorted by relative path.
+pub fn discover(dir: &Path) -> Result<Vec<FoundFile>, FolderError> {
+    let mut found = Vec::new();
+    onnx_files_in(dir, "", &mut found)?;
+    let sub = dir.join("onnx");
+    // `symlink_metadata`: an `onnx` link to a directory elsewhere is not followed.
+    if std::fs::symlink_metadata(&sub).is_ok_and(|m| m.is_dir()) {
+        onnx_files_in(&sub, "onnx/", &mut found)?;
+    }
+    if found.is_empty() {
+        return Err(FolderError::Empty { path: dir.to_path_buf() });
+    }
+    found.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_are_split_from_the_stem() {
+        assert_eq!(split_variant("decoder_model_merged_fp16"), ("decoder_model_merged".into(), Some("fp16".into())));
+        assert_eq!(split_variant("model_q4f16"), ("model".into(), Some("q4f16".into())));
+        assert_eq!(split_variant("model_quantized"), ("model".into(), Some("quantized".into())));
+        assert_eq!(split_variant("encoder_model"), ("encoder_model".into(), None));
+        assert_eq!(split_variant("fp16"), ("fp16".into(), None));
+    }
+
+    #[test]
+    fn finds_the_onnx_subfolder_ignores_other_files_and_follows_no_directory_link() {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models");
+        let tjs = discover(&root.join("bart-tjs")).unwrap();
+        let rels: Vec<&str> = tjs.iter().map(|f| f.rel.as_str()).collect();
+        assert_eq!(
+            rels,
+            [
+                "onnx/decoder_model.onnx",
+                "onnx/decoder_model_merged.onnx",
+                "onnx/decoder_with_past_model.onnx",
+                "onnx/encoder_model.onnx"
+            ]
+        );
+        let tmp = std::env::temp_dir().join(format!("onnx-contract-discover-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        assert!(matches!(discover(&tmp), Err(FolderError::Empty { .. })));
+        #[cfg(unix)]
+        {
+            // A directory link named onnx/ pointing elsewhere is not walked; a file link is read.
+            std::os::unix::fs::symlink(root.join("bart-tjs/onnx"), tmp.join("onnx")).unwrap();
+            std::os::unix::fs::symlink(root.join("gpt2-tiny/model.onnx"), tmp.join("model_quantized.onnx")).unwrap();
+            std::fs::write(tmp.join("notes.txt"), "x").unwrap();
+            let found = discover(&tmp).unwrap();
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert_eq!((found[0].base.as_str(), found[0].variant.as_deref()), ("model", Some("quantized")));
+        }
+        assert!(discover(&tmp.join("missing")).unwrap_err().to_string().contains("cannot read the folder"));
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}

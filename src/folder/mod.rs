@@ -1,0 +1,12 @@
+//! Export folders: what optimum, transformers.js or a custom script writes.
+//! A layer above `contract/` and `runtime/`: it finds the ONNX files
+//! (`discover`), tells each file's role from its signature (`roles`) and
+//! reads the sizes the folder's config files state (`config`).
+
+pub mod config;
+pub mod discover;
+pub mod roles;
+
+pub use config::{ModelConfig, Size};
+pub use discover::{discover, FolderError, FoundFile};
+pub use roles::{role_of, Role};

@@ -1,0 +1,110 @@
+//! A file's role, read from its signature (file names are only a hint):
+//! what a caller must feed it and when.
+
+use crate::signature::{ElemType, Signature};
+use serde::{Deserialize, Serialize};
+
+/// What a file is in an export.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Role {
+    /// A text or audio encoder: no logits, a `[batch, length, hidden]` float output.
+    Encoder,
+    /// A seq2seq decoder without past inputs (step 0 of the split pair).
+    Decoder,
+    /// A seq2seq decoder with past inputs and no branch flag (steps ≥ 1 of the pair).
+    DecoderWithPast,
+    /// A seq2seq or decoder-only model with a `use_cache_branch` flag and both branches.
+    MergedDecoder,
+    /// A decoder-only model with past inputs.
+    DecoderOnly,
+    /// A decoder-only model without any cache (every step re-feeds the prefix).
+    DecoderOnlyNoCache,
+    /// None of the above.
+    Unknown,
+}
+
+impl Role {
+    /// `merged-decoder`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Encoder => "encoder",
+            Role::Decoder => "decoder",
+            Role::DecoderWithPast => "decoder-with-past",
+            Role::MergedDecoder => "merged-decoder",
+            Role::DecoderOnly => "decoder-only",
+            Role::DecoderOnlyNoCache => "decoder-only-no-cache",
+            Role::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A past input of any naming convention in the wild: optimum
+/// `past_key_values.N.*`, `past_key_N`, `past.N.key`, onnxruntime-genai `past_key_values.N.key`.
+pub fn is_past_name(name: &str) -> bool {
+    name.starts_with("past") || name.contains(".past_") || name.contains("past_key")
+}
+
+/// A cross-attention past (seq2seq): optimum's `.encoder.`, or `cross` in the name.
+fn is_cross_name(name: &str) -> bool {
+    name.contains(".encoder.") || name.contains("cross")
+}
+
+/// The role of a model with this signature.
+pub fn role_of(sig: &Signature) -> Role {
+    let past: Vec<&str> = sig.inputs.iter().map(|p| p.name.as_str()).filter(|n| is_past_name(n)).collect();
+    let flag = sig.inputs.iter().any(|p| {
+        matches!(p.ty.tensor_parts(), Some((e, Some(d))) if e == ElemType::BOOL && d.len() <= 1)
+            && (p.name.contains("cache") || p.name.contains("branch"))
+    });
+    let logits = sig.outputs.iter().any(|p| p.name.contains("logits"));
+    let encoder_side = sig.input("encoder_hidden_states").is_some() || past.iter().any(|n| is_cross_name(n));
+    let hidden_out =
+        sig.outputs.iter().any(|p| matches!(p.ty.tensor_parts(), Some((e, Some(d))) if e.is_float() && d.len() == 3));
+    match (logits, past.is_empty(), flag, encoder_side) {
+        (true, false, true, _) => Role::MergedDecoder,
+        (true, false, false, true) => Role::DecoderWithPast,
+        (true, false, false, false) => Role::DecoderOnly,
+        (true, true, _, true) => Role::Decoder,
+        (true, true, _, false) => Role::DecoderOnlyNoCache,
+        (false, true, _, _) if hidden_out && !sig.inputs.is_empty() => Role::Encoder,
+        _ => Role::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn role(rel: &str) -> Role {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models").join(rel);
+        role_of(&crate::reader::read_signature(&path).unwrap())
+    }
+
+    #[test]
+    fn every_fixture_file_gets_its_role_from_its_signature() {
+        for family in ["marian-tiny", "bart-tiny", "t5-tiny", "whisper-tiny", "bart-tjs/onnx"] {
+            assert_eq!(role(&format!("{family}/encoder_model.onnx")), Role::Encoder, "{family}");
+            assert_eq!(role(&format!("{family}/decoder_model.onnx")), Role::Decoder, "{family}");
+            assert_eq!(role(&format!("{family}/decoder_with_past_model.onnx")), Role::DecoderWithPast, "{family}");
+            assert_eq!(role(&format!("{family}/decoder_model_merged.onnx")), Role::MergedDecoder, "{family}");
+        }
+        for m in ["gpt2-tiny", "llama-tiny", "qwen2-tiny", "mistral-tiny", "gemma-tiny", "gpt2-position-bug"] {
+            assert_eq!(role(&format!("{m}/model.onnx")), Role::DecoderOnly, "{m}");
+        }
+        // Incident 1's 15-input export has no flag and no encoder past, but its
+        // encoder_hidden_states input makes it a seq2seq decoder with past.
+        assert_eq!(role("marian-15-inputs/decoder_model_merged.onnx"), Role::DecoderWithPast);
+        assert_eq!(role("marian-pair-baked-past/decoder_with_past_model.onnx"), Role::DecoderWithPast);
+        let toy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/odd_types.onnx");
+        assert_eq!(role_of(&crate::reader::read_signature(&toy).unwrap()), Role::Unknown);
+    }
+}
