@@ -4,8 +4,9 @@
 
 use crate::contract::{self, Contract};
 use crate::finding::{any_error, Code, Finding, Severity};
-use crate::report::{ContractInfo, ModelSummary, Report};
+use crate::report::{ContractInfo, Report};
 use crate::runtime::{compat, RuntimeReport};
+use crate::summary::ModelSummary;
 use crate::Error;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

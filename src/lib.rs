@@ -37,11 +37,13 @@ pub mod render;
 mod report;
 pub mod runtime;
 pub mod signature;
+mod summary;
 
 pub use checker::{Checker, Isolation};
 pub use contract::{Contract, ContractError};
 pub use finding::{Code, Finding, Severity};
-pub use report::{ContractInfo, ModelSummary, Params, PortSummary, Report, Verdict, SCHEMA_VERSION};
+pub use report::{ContractInfo, Params, Report, Verdict, SCHEMA_VERSION};
+pub use summary::{ModelSummary, PortSummary};
 
 use std::path::{Path, PathBuf};
 
@@ -63,6 +65,12 @@ pub enum Error {
         /// Every problem, joined.
         problems: String,
     },
+    /// An export folder cannot be listed (or holds no ONNX file).
+    #[error(transparent)]
+    Folder(#[from] folder::FolderError),
+    /// A folder's config.json or generation_config.json is unreadable.
+    #[error(transparent)]
+    Config(#[from] folder::config::ConfigError),
     /// [`Checker::run`] was called without a contract.
     #[error("no contract to check against: give the checker a contract")]
     NoContract,

@@ -35,8 +35,9 @@ enum Format {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Print a model's signature: IR, opsets, inputs and outputs with dtypes and shapes.
+    /// For an export folder: every ONNX file with its role, and the sizes config.json states.
     Sig {
-        /// The .onnx file (weights are not loaded).
+        /// The .onnx file (weights are not loaded), or an export folder.
         model: PathBuf,
         /// One row per tensor instead of one per layer family.
         #[arg(long)]
@@ -189,6 +190,15 @@ fn display(p: &Path) -> String {
 fn run(cli: Cli) -> Result<i32, Fail> {
     let json_out = cli.format == Format::Json;
     match cli.command {
+        Command::Sig { model, unfold } if model.is_dir() => {
+            let summary = onnx_contract::folder::summarize(&model)?;
+            if json_out {
+                emit(&json::to_text(&summary));
+            } else {
+                emit(&table::folder(&summary, unfold));
+            }
+            Ok(exit::OK)
+        }
         Command::Sig { model, unfold } => {
             let sig = read_signature(&model)?;
             let problems = external_data_problems(&model, &sig);

@@ -1,6 +1,7 @@
 //! Contracts: load and validate the YAML (`spec`, here), check a signature
 //! against it (`check`), or write one from a known-good model (`init`).
 
+pub mod builtin;
 pub mod check;
 pub mod init;
 pub mod spec;

@@ -4,9 +4,12 @@
 //! reads the sizes the folder's config files state (`config`).
 
 pub mod config;
+pub mod contracts;
 pub mod discover;
 pub mod roles;
+pub mod summary;
 
 pub use config::{ModelConfig, Size};
 pub use discover::{discover, FolderError, FoundFile};
 pub use roles::{role_of, Role};
+pub use summary::{summarize, FileSummary, FolderSummary};

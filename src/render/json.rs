@@ -2,8 +2,8 @@
 //! library's types.
 
 use crate::diff::{Change, Diff};
-use crate::report::ModelSummary;
 use crate::signature::Signature;
+use crate::summary::ModelSummary;
 use serde::Serialize;
 use serde_json::{json, Value};
 

@@ -4,9 +4,11 @@ use super::human_size;
 use crate::diff::{Change, Diff};
 use crate::finding::{Finding, Severity};
 use crate::fold::fold;
-use crate::report::{ModelSummary, PortSummary, Report, Verdict};
+use crate::folder::FolderSummary;
+use crate::report::{Report, Verdict};
 use crate::runtime::report::{RuntimeReport, StepRow};
 use crate::signature::{shape_label, Signature};
+use crate::summary::{ModelSummary, PortSummary};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use std::fmt::Write;
 
@@ -106,10 +108,49 @@ fn index_label(members: &[usize]) -> String {
 
 /// `sig`: the header, then inputs and outputs (folded per layer unless `unfold`).
 pub fn signature(path: &str, sig: &Signature, unfold: bool) -> String {
-    let sig = ModelSummary::of(path, sig, Vec::new());
+    summary(&ModelSummary::of(path, sig, Vec::new()), unfold)
+}
+
+/// `sig DIR`: the folder's files and roles, the sizes its config states, then each file.
+pub fn folder(f: &FolderSummary, unfold: bool) -> String {
+    let mut out = format!("{}: {}", f.path, plural(f.files.len(), "ONNX file"));
+    if let Some(t) = &f.model_type {
+        let _ = write!(out, ", model_type {t}");
+    }
+    let mut t = new_table(&["file", "role", "variant", "inputs", "outputs", "size"]);
+    for file in &f.files {
+        t.add_row(vec![
+            file.path.clone(),
+            file.role.to_string(),
+            file.variant.clone().unwrap_or_default(),
+            file.signature.inputs.len().to_string(),
+            file.signature.outputs.len().to_string(),
+            human_size(file.signature.file_size),
+        ]);
+    }
+    let _ = writeln!(out, "\n{t}");
+    if f.sizes.is_empty() {
+        out.push_str("no config.json: sizes come from the models themselves\n");
+    } else {
+        let mut s = new_table(&["size", "value", "from"]);
+        for (name, size) in &f.sizes {
+            s.add_row(vec![name.clone(), size.value.to_string(), size.source.clone()]);
+        }
+        let _ = writeln!(out, "{s}");
+    }
+    for file in &f.files {
+        let _ = write!(out, "\n{}", summary(&file.signature, unfold));
+        for p in &file.signature.external_data_problems {
+            let _ = writeln!(out, "external data: {p}");
+        }
+    }
+    out
+}
+
+fn summary(sig: &ModelSummary, unfold: bool) -> String {
     format!(
         "{}\n\n{}\n{}\n{}\n{}\n",
-        model_header(&sig),
+        model_header(sig),
         plural(sig.inputs.len(), "input"),
         ports_table("input", &sig.inputs, unfold, None),
         plural(sig.outputs.len(), "output"),

@@ -1,0 +1,55 @@
+//! What an export folder holds: every ONNX file with its role, variant and
+//! signature, and the sizes its config files state (`sig DIR`).
+
+use super::config::{ModelConfig, Size};
+use super::discover::discover;
+use super::roles::{role_of, Role};
+use crate::summary::ModelSummary;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One ONNX file of a folder.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FileSummary {
+    /// Relative to the folder (`onnx/decoder_model_merged.onnx`).
+    pub path: String,
+    /// Its role, from its signature.
+    pub role: Role,
+    /// Its numeric variant suffix (`fp16`, `quantized`, …), if any.
+    pub variant: Option<String>,
+    /// What it declares.
+    pub signature: ModelSummary,
+}
+
+/// An export folder at a glance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FolderSummary {
+    /// The folder, as given.
+    pub path: String,
+    /// `model_type` from config.json.
+    pub model_type: Option<String>,
+    /// Sizes config.json and generation_config.json state, with their keys.
+    pub sizes: BTreeMap<String, Size>,
+    /// Every ONNX file, sorted by path.
+    pub files: Vec<FileSummary>,
+}
+
+/// Lists, reads and classifies every ONNX file of `dir` (no weights are read).
+pub fn summarize(dir: &Path) -> Result<FolderSummary, crate::Error> {
+    let config = ModelConfig::read(dir)?.unwrap_or_default();
+    let mut files = Vec::new();
+    for f in discover(dir)? {
+        let sig = crate::reader::read_signature(&f.path)?;
+        let problems = crate::reader::external_data_problems(&f.path, &sig);
+        files.push(FileSummary {
+            path: f.rel.clone(),
+            role: role_of(&sig),
+            variant: f.variant,
+            signature: ModelSummary::of(&f.rel, &sig, problems),
+        });
+    }
+    Ok(FolderSummary { path: dir.display().to_string(), model_type: config.model_type, sizes: config.sizes, files })
+}
