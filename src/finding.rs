@@ -82,6 +82,9 @@ codes! {
     CrossCache = "cross-cache": "A cross-attention present does not keep the encoder length.",
     Parity = "parity": "Cached logits differ from recomputing the prefix without cache.",
     RuntimeSkipped = "runtime-skipped": "The runtime check did not run (static errors first).",
+    ConfigMismatch = "config-mismatch": "config.json states a size the model does not have (layers, heads, head size, vocabulary, width).",
+    CrossFile = "cross-file": "Two files of one export folder disagree (encoder width or dtype, layers, heads, vocabulary).",
+    RoleUnknown = "role-unknown": "A file in the folder is neither a recognised encoder nor decoder; it is listed, not checked.",
 }
 
 impl Serialize for Code {

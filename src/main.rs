@@ -5,7 +5,7 @@ use onnx_contract::contract::{ContractError, ContractErrorKind};
 use onnx_contract::exit;
 use onnx_contract::reader::{external_data_problems, read_signature, ModelError};
 use onnx_contract::render::{json, table, Human, Json, Renderer};
-use onnx_contract::{Checker, Code, Contract, Report, Verdict};
+use onnx_contract::{Checker, Code, Contract, Verdict};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -59,10 +59,13 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct CheckArgs {
+    /// An export folder (every .onnx in it and in onnx/), or one .onnx file.
     model: PathBuf,
-    /// The YAML contract (see specs/).
+    /// A YAML contract file, or a built-in contract's name (`specs` lists
+    /// them). Default: the family's built-in contract, chosen by
+    /// config.json's model_type (or the signature) and sized from it.
     #[arg(long, short)]
-    contract: PathBuf,
+    contract: Option<String>,
     /// Override a contract parameter, e.g. --param hidden=32 (repeatable).
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
     params: Vec<(String, i64)>,
@@ -129,7 +132,7 @@ impl From<onnx_contract::Error> for Fail {
         use onnx_contract::Error as E;
         match e {
             E::Contract(c) => c.into(),
-            E::Model(_) | E::ExternalData { .. } => {
+            E::Model(_) | E::ExternalData { .. } | E::Folder(_) | E::Config(_) => {
                 Fail { code: exit::BAD_MODEL, kind: "model", message: e.to_string() }
             }
             E::NoContract => Fail { code: exit::USAGE, kind: "usage", message: e.to_string() },
@@ -250,11 +253,25 @@ fn run(cli: Cli) -> Result<i32, Fail> {
 }
 
 fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
-    let contract = Contract::load(&args.contract, &args.params)?;
+    let is_dir = args.model.is_dir();
+    let builtin_name = args.contract.as_deref().filter(|c| !Path::new(c).exists());
+    // A contract file applies to one model; a folder takes a family's name.
+    let contract = match (&args.contract, is_dir) {
+        (Some(c), false) => Some(Contract::resolve(c, &args.params)?),
+        (Some(c), true) if builtin_name.is_none() => {
+            return Err(Fail {
+                code: exit::USAGE,
+                kind: "usage",
+                message: format!(
+                    "--contract {c}: a contract file applies to one model; for a folder give a built-in family (`onnx-contract specs`) or check a file"
+                ),
+            })
+        }
+        _ => None,
+    };
     let no_fetch =
         args.no_fetch || std::env::var_os("ONNX_CONTRACT_NO_FETCH").is_some_and(|v| !v.is_empty() && v != "0");
     let mut checker = Checker::new()
-        .contract(contract)
         .static_only(args.static_only)
         .force_run(args.force_run)
         .steps(args.steps)
@@ -264,6 +281,12 @@ fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
         .fetch(!no_fetch)
         .timeout(Duration::from_secs(args.timeout))
         .on_notice(|text| eprintln!("onnx-contract: {text} (--no-fetch forbids this)"));
+    if let Some(c) = contract {
+        checker = checker.contract(c);
+    }
+    if let (Some(name), true) = (builtin_name, is_dir) {
+        checker = checker.family(name);
+    }
     if let Some(v) = args.target_ort {
         checker = checker.target_ort(v);
     }
@@ -273,18 +296,23 @@ fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
     if let Some(p) = args.no_cache_model {
         checker = checker.no_cache_model(p);
     }
-    let report = checker.run(&args.model)?;
     let renderer: &dyn Renderer = if json_out { &Json } else { &Human };
+    if is_dir {
+        let report = checker.run_folder(&args.model)?;
+        emit(&renderer.render_folder(&report));
+        return Ok(exit_code(report.verdict, report.errors().map(|f| f.code)));
+    }
+    let report = checker.run(&args.model)?;
     emit(&renderer.render(&report));
-    Ok(exit_code(&report))
+    Ok(exit_code(report.verdict, report.errors().map(|f| f.code)))
 }
 
 /// The exit code of a check: 69 only when the runtime could not load and
 /// nothing else failed (a violation seen with another runtime is still 2).
-fn exit_code(report: &Report) -> i32 {
-    match report.verdict {
+fn exit_code(verdict: Verdict, mut error_codes: impl Iterator<Item = Code>) -> i32 {
+    match verdict {
         Verdict::Pass => exit::OK,
-        _ if report.errors().all(|f| f.code == Code::RuntimeLoad) => exit::NO_RUNTIME,
+        _ if error_codes.all(|c| c == Code::RuntimeLoad) => exit::NO_RUNTIME,
         _ => exit::VIOLATED,
     }
 }

@@ -4,9 +4,12 @@
 
 use crate::contract::Contract;
 use crate::finding::{Finding, Severity};
+use crate::folder::config::Size;
+use crate::folder::roles::Role;
 use crate::runtime::RuntimeReport;
 use crate::summary::ModelSummary;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Version of the JSON report's shape; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -151,5 +154,77 @@ impl Report {
     /// The errors, in order.
     pub fn errors(&self) -> impl Iterator<Item = &Finding> {
         self.findings.iter().filter(|f| f.severity == Severity::Error)
+    }
+}
+
+/// One file of a folder check: its role, how it was driven, and its report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FileReport {
+    /// Relative to the folder (`onnx/decoder_model_merged.onnx`).
+    pub path: String,
+    /// Its role, from its signature.
+    pub role: Role,
+    /// Its numeric variant suffix (`fp16`, `quantized`, …), if any.
+    pub variant: Option<String>,
+    /// How it was exercised: `merged decoder, encoder states from encoder_model.onnx`,
+    /// `split pair: decoder_model.onnx at step 0`, `static only: …`.
+    pub driven_as: String,
+    /// The file's own report (verdict, findings, runtime, signature).
+    #[serde(flatten)]
+    pub report: Report,
+}
+
+/// Everything a check of an export folder found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct FolderReport {
+    /// [`SCHEMA_VERSION`] of this shape.
+    pub schema_version: u32,
+    /// Fail when a file fails or the files disagree.
+    pub verdict: Verdict,
+    /// The folder, as given.
+    pub path: String,
+    /// `model_type` from config.json.
+    pub model_type: Option<String>,
+    /// The family contract the files were judged against (adapted per role).
+    pub family_contract: String,
+    /// Every size used, with where it came from (config.json key or the model).
+    pub sizes: BTreeMap<String, Size>,
+    /// Findings about the folder as a whole (files that disagree).
+    pub findings: Vec<Finding>,
+    /// Every ONNX file, sorted by path.
+    pub files: Vec<FileReport>,
+}
+
+impl FolderReport {
+    /// A folder report whose verdict follows from its findings and files.
+    pub fn new(
+        path: &str,
+        model_type: Option<String>,
+        family_contract: &str,
+        sizes: BTreeMap<String, Size>,
+        findings: Vec<Finding>,
+        files: Vec<FileReport>,
+    ) -> Self {
+        let fail = Verdict::of(&findings) == Verdict::Fail || files.iter().any(|f| f.report.verdict == Verdict::Fail);
+        FolderReport {
+            schema_version: SCHEMA_VERSION,
+            verdict: if fail { Verdict::Fail } else { Verdict::Pass },
+            path: path.to_string(),
+            model_type,
+            family_contract: family_contract.to_string(),
+            sizes,
+            findings,
+            files,
+        }
+    }
+
+    /// Every error, the folder's and every file's.
+    pub fn errors(&self) -> impl Iterator<Item = &Finding> {
+        self.findings
+            .iter()
+            .chain(self.files.iter().flat_map(|f| &f.report.findings))
+            .filter(|f| f.severity == Severity::Error)
     }
 }

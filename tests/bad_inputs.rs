@@ -36,8 +36,49 @@ const MODEL_CASES: &[(&str, i32, &str)] = &[
     ("tests/bad/duplicate-inputs.onnx", 65, "duplicate graph input name `x` (inputs #0 and #2)"),
     ("tests/bad/non-utf8-name.onnx", 65, "not valid UTF-8"),
     ("tests/bad/does-not-exist.onnx", 65, "cannot open"),
-    ("tests", 65, "is a directory"),
 ];
+
+/// Export folders that cannot be checked: each a clear error naming the file.
+const FOLDER_CASES: &[(&str, &str, &[&str])] = &[
+    ("tests/bad/folders/no-onnx", "no-onnx", &["no .onnx file in this folder or in its onnx/ subfolder"]),
+    ("tests/bad/folders/broken-config", "config.json", &["not valid JSON", "line 4"]),
+    ("tests/bad/folders/config-not-object", "config.json", &["not a JSON object"]),
+    ("tests/bad/folders/bad-model", "decoder_model.onnx", &["not an ONNX ModelProto"]),
+];
+
+fn listing(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn broken_folders_are_clear_errors_naming_the_file_and_nothing_is_written() {
+    for (dir, names, texts) in FOLDER_CASES {
+        let before = listing(&root().join(dir));
+        for cmd in [vec!["sig", dir], vec!["check", dir, "--static-only"], vec!["check", dir, "--format", "json"]] {
+            let (got, out, err) = run_bounded(&cmd);
+            assert_eq!(got, 65, "{cmd:?}: {err}");
+            let text = if cmd.contains(&"json") { out } else { err };
+            assert!(text.contains(names), "{cmd:?} does not name {names}: {text}");
+            for t in *texts {
+                assert!(text.contains(t), "{cmd:?}: expected `{t}` in: {text}");
+            }
+        }
+        assert_eq!(listing(&root().join(dir)), before, "{dir}: the check wrote into the folder");
+    }
+    // A directory named like a model is not one; the real model beside it is read.
+    let (code, out, err) = run_bounded(&["sig", "--format", "json", "tests/bad/folders/dir-named-onnx"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let files: Vec<&str> = v["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(files, ["model.onnx"]);
+    // A contract file applies to one model, not a folder: a usage error.
+    let (code, _, err) = run_bounded(&["check", "models/gpt2-tiny", "--contract", "specs/gpt2-decoder.yaml"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("a contract file applies to one model"), "{err}");
+}
 
 #[test]
 fn broken_models_are_clear_errors_with_exit_65() {

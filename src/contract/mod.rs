@@ -147,6 +147,28 @@ impl Contract {
         load(path, overrides)
     }
 
+    /// A contract file, or a built-in contract by name (`marian`,
+    /// `gpt2-decoder`; `onnx-contract specs` lists them) when no such file exists.
+    pub fn resolve(spec: &str, overrides: &[(String, i64)]) -> Result<Contract, ContractError> {
+        let path = Path::new(spec);
+        if path.exists() {
+            return load(path, overrides);
+        }
+        builtin::load(spec, overrides).unwrap_or_else(|| {
+            let names: Vec<&str> = builtin::SPECS.iter().map(|(n, _)| *n).collect();
+            Err(ContractError {
+                path: path.to_path_buf(),
+                kind: ContractErrorKind::Invalid,
+                line: None,
+                column: None,
+                message: format!(
+                    "no such contract file, and no built-in contract of that name (built in: {})",
+                    names.join(", ")
+                ),
+            })
+        })
+    }
+
     /// The value of parameter `name`.
     pub fn param(&self, name: &str) -> Option<i64> {
         self.params.iter().find(|(k, _)| k == name).map(|(_, v)| *v)

@@ -4,9 +4,11 @@
 //! reads the sizes the folder's config files state (`config`).
 
 pub mod config;
+pub mod consistency;
 pub mod contracts;
 pub mod discover;
 pub mod roles;
+pub mod sizes;
 pub mod summary;
 
 pub use config::{ModelConfig, Size};

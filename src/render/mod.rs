@@ -6,12 +6,14 @@ pub mod json;
 #[cfg(feature = "cli")]
 pub mod table;
 
-use crate::report::Report;
+use crate::report::{FolderReport, Report};
 
 /// One output format of a check report.
 pub trait Renderer {
-    /// The whole document for `report`.
+    /// The whole document for one file's `report`.
     fn render(&self, report: &Report) -> String;
+    /// The whole document for a folder's `report`.
+    fn render_folder(&self, report: &FolderReport) -> String;
 }
 
 /// One JSON document: `serde_json` of the [`Report`].
@@ -20,6 +22,9 @@ pub struct Json;
 
 impl Renderer for Json {
     fn render(&self, report: &Report) -> String {
+        json::to_text(report)
+    }
+    fn render_folder(&self, report: &FolderReport) -> String {
         json::to_text(report)
     }
 }
@@ -33,6 +38,9 @@ pub struct Human;
 impl Renderer for Human {
     fn render(&self, report: &Report) -> String {
         table::check(report)
+    }
+    fn render_folder(&self, report: &FolderReport) -> String {
+        table::folder_check(report)
     }
 }
 

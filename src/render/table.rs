@@ -5,7 +5,7 @@ use crate::diff::{Change, Diff};
 use crate::finding::{Finding, Severity};
 use crate::fold::fold;
 use crate::folder::FolderSummary;
-use crate::report::{Report, Verdict};
+use crate::report::{FolderReport, Report, Verdict};
 use crate::runtime::report::{RuntimeReport, StepRow};
 use crate::signature::{shape_label, Signature};
 use crate::summary::{ModelSummary, PortSummary};
@@ -420,4 +420,52 @@ pub fn findings_table(findings: &[Finding]) -> String {
         ]);
     }
     format!("{t}\n")
+}
+
+/// `check DIR`: the folder's verdict and one line per file first, then the
+/// sizes and where they came from, then each file's report.
+pub fn folder_check(r: &FolderReport) -> String {
+    let failing = r.files.iter().filter(|f| f.report.verdict == Verdict::Fail).count();
+    let headline = format!(
+        "{}: {} ({} of {} failing; model_type {}, contract {})",
+        r.path,
+        r.verdict.as_str().to_uppercase(),
+        plural(failing, "file"),
+        r.files.len(),
+        r.model_type.as_deref().unwrap_or("unknown"),
+        r.family_contract,
+    );
+    let mut out = format!("{headline}\n");
+    let mut t = new_table(&["verdict", "file", "role", "first error, or how it was driven"]);
+    for f in &r.files {
+        let first = f.report.errors().next().map(|e| format!("{}: {}", e.code, e.message));
+        t.add_row(vec![
+            f.report.verdict.as_str().to_uppercase(),
+            f.path.clone(),
+            f.role.to_string(),
+            first.unwrap_or_else(|| f.driven_as.clone()),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    if !r.findings.is_empty() {
+        let _ = writeln!(out, "across files:\n{}", findings_table(&r.findings));
+    }
+    let mut s = new_table(&["size", "value", "from"]);
+    for (name, size) in &r.sizes {
+        s.add_row(vec![name.clone(), size.value.to_string(), size.source.clone()]);
+    }
+    let _ = writeln!(out, "sizes:\n{s}");
+    for f in &r.files {
+        let _ = writeln!(
+            out,
+            "\n━━ {} ({}{}) — {}",
+            f.path,
+            f.role,
+            f.variant.as_ref().map(|v| format!(", {v}")).unwrap_or_default(),
+            f.driven_as
+        );
+        out.push_str(&check(&f.report));
+    }
+    let _ = writeln!(out, "\n{headline}");
+    out
 }

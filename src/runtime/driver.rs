@@ -24,15 +24,38 @@ fn stop(stage: Stage, message: String, cause: Option<String>) -> Box<Event> {
     Box::new(fatal(stage, message, cause))
 }
 
+/// A second model and the inputs it declares (feeds are filtered to them).
+struct Side {
+    session: Session,
+    inputs: Vec<String>,
+    path: std::path::PathBuf,
+}
+
+impl Side {
+    fn open(env: &ort::environment::Environment, path: &Path, opts: &Options) -> Result<Side, String> {
+        let session = open(env, path, opts).map_err(|e| format!("{}: {e}", path.display()))?;
+        let inputs = declared_inputs(&session).into_iter().map(|(n, _, _)| n).collect();
+        Ok(Side { session, inputs, path: path.to_path_buf() })
+    }
+
+    fn keep(&self, feeds: Vec<Feed>) -> Vec<Feed> {
+        feeds.into_iter().filter(|f| self.inputs.contains(&f.name)).collect()
+    }
+}
+
 /// What every run of one job shares: the sessions and the encoder states.
 struct Ctx<'a> {
     env: &'a ort::environment::Environment,
     job: &'a Job,
     session: Session,
-    no_cache: Option<Session>,
+    /// The no-past decoder recomputing uncached logits, if separate.
+    no_cache: Option<Side>,
+    /// The no-past decoder run at step 0 of a split pair.
+    step0: Option<Side>,
     encoder_states: Option<ArrayD<f32>>,
     enc_len: usize,
     prompt: Vec<Vec<i64>>,
+    rng: Rng,
 }
 
 /// Runs the whole check, reporting through `emit`. Errors that stop
@@ -90,13 +113,14 @@ fn prepare<'a>(
     let b = opts.batch.max(1) as usize;
     let mut enc_len = opts.encoder_len.max(1) as usize;
     // Encoder states: from the real encoder when given, else seeded noise.
+    // A with-past decoder takes none itself, but its pair's step 0 does.
     let encoder_states = match (&plan.encoder_hidden_states, &opts.encoder) {
-        (None, _) => None,
-        (Some(_), Some(path)) => {
+        (_, Some(path)) => {
             let states = run_encoder(env, path, plan, opts, &mut rng).map_err(|m| stop(Stage::Encoder, m, None))?;
             enc_len = states.shape().get(1).copied().unwrap_or(enc_len);
             Some(states)
         }
+        (None, None) => None,
         (Some(name), None) => {
             let hidden = plan.hidden.ok_or_else(|| {
                 stop(
@@ -112,19 +136,24 @@ fn prepare<'a>(
             )
         }
     };
-    let no_cache = match &opts.no_cache_model {
-        Some(p) => Some(open(env, p, opts).map_err(|m| stop(Stage::NoCacheModel, m, None))?),
-        None => None,
+    let side = |p: &Option<std::path::PathBuf>| -> Result<Option<Side>, Box<Event>> {
+        p.as_ref().map(|p| Side::open(env, p, opts).map_err(|m| stop(Stage::NoCacheModel, m, None))).transpose()
     };
+    let no_cache = side(&opts.no_cache_model)?;
+    let step0 = side(&opts.step0_model)?;
     let start = opts.start_token.unwrap_or(plan.vocab - 1).clamp(0, plan.vocab - 1);
     let prompt = feeds::prompt(plan, b, opts.prompt_len.max(1) as usize, start, &mut rng);
-    Ok(Ctx { env, job, session, no_cache, encoder_states, enc_len, prompt })
+    Ok(Ctx { env, job, session, no_cache, step0, encoder_states, enc_len, prompt, rng })
 }
 
 /// One run of `steps` steps from a step-0 past of length `dummy`.
 fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
     let (plan, opts) = (&ctx.job.plan, &ctx.job.options);
     let mut cache = Cache::empty(plan, dummy);
+    if ctx.step0.is_none() && plan.branch_flag.is_none() && !plan.cross_past.is_empty() {
+        // A with-past decoder driven alone: no step 0 gives it a cross past.
+        cache.seed_cross(plan, ctx.enc_len, &mut ctx.rng);
+    }
     let mut tokens = ctx.prompt.clone();
     let mut new_tokens = ctx.prompt.clone();
     for step in 0..opts.steps {
@@ -134,16 +163,31 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
             encoder_states: ctx.encoder_states.as_ref(),
             enc_len: ctx.enc_len,
         };
-        let cached = input.cached(plan);
-        let feeds = feeds::cached_step(plan, &input, &cache);
+        // Step 0 of a split pair runs the no-past decoder on the prompt.
+        let pair_step0 = step == 0 && ctx.step0.is_some();
+        let cached = input.cached(plan) && !pair_step0;
+        let (feeds, session, model) = match ctx.step0.as_mut().filter(|_| pair_step0) {
+            Some(side) => {
+                let all = feeds::uncached(
+                    plan,
+                    &new_tokens,
+                    input.encoder_states,
+                    ctx.enc_len,
+                    Uncached::SeparateModel,
+                    &cache,
+                );
+                (side.keep(all), &mut side.session, side.path.clone())
+            }
+            None => (feeds::cached_step(plan, &input, &cache), &mut ctx.session, ctx.job.model.clone()),
+        };
         emit(Event::Feeds { variant: dummy, step, feeds: feeds.iter().map(Feed::info).collect() });
         inject_fault(step);
 
         let t = Instant::now();
-        let out = match run(&mut ctx.session, &feeds) {
+        let out = match run(session, &feeds) {
             Ok(o) => o,
             Err(message) => {
-                let node = diagnose(ctx.env, &ctx.job.model, &message, &feeds, opts);
+                let node = diagnose(ctx.env, &model, &message, &feeds, opts);
                 let cause = failure_cause(&message, step, cache.past_len, node.as_ref());
                 return emit(Event::Failure { variant: dummy, step, message, node, cause });
             }
@@ -151,14 +195,21 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
         let seconds = t.elapsed().as_secs_f64();
         let n_new = new_tokens.first().map_or(0, Vec::len);
         let present_len = if cached { cache.past_len + n_new as i64 } else { n_new as i64 };
-        let expect =
-            Expect { batch: new_tokens.len(), new_tokens: n_new, present_len, enc_len: ctx.enc_len as i64, step };
+        let cross_presents = step == 0 && (pair_step0 || plan.branch_flag.is_some());
+        let expect = Expect {
+            batch: new_tokens.len(),
+            new_tokens: n_new,
+            present_len,
+            enc_len: ctx.enc_len as i64,
+            step,
+            cross_presents,
+        };
         let mut issues = checks::step_outputs(plan, &out, &expect);
 
         // Parity: the same position recomputed without the cache.
         let mut parity = None;
         if step > 0 {
-            match recompute(ctx, &tokens, dummy) {
+            match recompute(ctx, &tokens, dummy, &cache) {
                 Ok(full) => parity = out.floats.get(&plan.logits).map(|c| checks::max_abs_last(c, &full)),
                 Err(message) => issues.push(super::events::StepIssue::error(
                     crate::finding::Code::Parity,
@@ -185,15 +236,19 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
 
 /// Logits of the whole prefix without cache: the separate no-cache model
 /// when there is one, else the same model with an empty past.
-fn recompute(ctx: &mut Ctx<'_>, tokens: &[Vec<i64>], dummy: i64) -> Result<ArrayD<f32>, String> {
+fn recompute(ctx: &mut Ctx<'_>, tokens: &[Vec<i64>], dummy: i64, cache: &Cache) -> Result<ArrayD<f32>, String> {
     let plan = &ctx.job.plan;
     let states = ctx.encoder_states.as_ref();
-    let (session, how) = match ctx.no_cache.as_mut() {
-        Some(s) => (s, Uncached::SeparateModel),
-        None => (&mut ctx.session, Uncached::SameModel { dummy }),
+    let out = match ctx.no_cache.as_mut() {
+        Some(side) => {
+            let feeds = side.keep(feeds::uncached(plan, tokens, states, ctx.enc_len, Uncached::SeparateModel, cache));
+            run(&mut side.session, &feeds)?
+        }
+        None => {
+            let feeds = feeds::uncached(plan, tokens, states, ctx.enc_len, Uncached::SameModel { dummy }, cache);
+            run(&mut ctx.session, &feeds)?
+        }
     };
-    let feeds = feeds::uncached(plan, tokens, states, ctx.enc_len, how);
-    let out = run(session, &feeds)?;
     out.floats.get(&plan.logits).cloned().ok_or_else(|| format!("no `{}` from the uncached run", plan.logits))
 }
 

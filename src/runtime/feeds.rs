@@ -89,6 +89,17 @@ fn zeros(shape: &[i64], axis: usize, len: i64) -> ArrayD<f32> {
 }
 
 impl Cache {
+    /// A with-past decoder driven alone has no step 0 to take its
+    /// cross-attention past from: seeded values of the encoder length stand
+    /// in, the same in the cached and the uncached run (so parity stays fair).
+    pub(crate) fn seed_cross(&mut self, plan: &Plan, enc_len: usize, rng: &mut Rng) {
+        for (c, slot) in plan.cross_past.iter().zip(self.cross_past.iter_mut()) {
+            let mut a = zeros(&c.shape, plan.seq_axis, enc_len as i64);
+            a.mapv_inplace(|_| rng.normal());
+            *slot = a;
+        }
+    }
+
     /// The dummy past fed at step 0: zeros of length `len` on the sequence axis.
     pub(crate) fn empty(plan: &Plan, len: i64) -> Cache {
         Cache {
@@ -140,10 +151,25 @@ fn batch_and_len(rows: &[Vec<i64>]) -> (usize, usize) {
     (rows.len(), rows.first().map_or(0, Vec::len))
 }
 
-/// Encoder states and the encoder mask, shared by both kinds of feeds.
-fn encoder_feeds(plan: &Plan, states: Option<&ArrayD<f32>>, b: usize, enc_len: usize, feeds: &mut Vec<Feed>) {
-    if let (Some(name), Some(states)) = (&plan.encoder_hidden_states, states) {
-        feeds.push(Feed::float(name, plan.dtype_of(name), states.clone()));
+/// Encoder states and the encoder mask, shared by both kinds of feeds. A
+/// with-past decoder takes no states, but the no-past decoder beside it does
+/// (under optimum's name); a separate model keeps only what it declares.
+fn encoder_feeds(
+    plan: &Plan,
+    states: Option<&ArrayD<f32>>,
+    b: usize,
+    enc_len: usize,
+    separate: bool,
+    feeds: &mut Vec<Feed>,
+) {
+    if let Some(states) = states.filter(|_| separate || plan.encoder_hidden_states.is_some()) {
+        let name = plan.encoder_hidden_states.as_deref().unwrap_or("encoder_hidden_states");
+        let elem = if plan.encoder_hidden_states.is_some() {
+            plan.dtype_of(name)
+        } else {
+            plan.self_past.first().map_or(ElemType::F32, |c| c.dtype)
+        };
+        feeds.push(Feed::float(name, elem, states.clone()));
     }
     if let Some(name) = &plan.encoder_attention_mask {
         feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, enc_len], vec![1; b * enc_len]));
@@ -157,7 +183,7 @@ pub(crate) fn cached_step(plan: &Plan, input: &StepInput<'_>, cache: &Cache) -> 
     if let Some(flag) = &plan.branch_flag {
         feeds.push(Feed::flag(flag, input.step > 0));
     }
-    encoder_feeds(plan, input.encoder_states, b, input.enc_len, &mut feeds);
+    encoder_feeds(plan, input.encoder_states, b, input.enc_len, false, &mut feeds);
     // Decoder-only: the mask covers past + new; positions continue the past.
     let attended = if input.cached(plan) { cache.past_len } else { 0 };
     if let Some(name) = &plan.attention_mask {
@@ -188,30 +214,42 @@ pub(crate) enum Uncached {
 }
 
 /// Every feed of the recompute: the whole prefix `tokens` at once, no cache.
+/// For a separate model the caller keeps only the inputs that model declares.
 pub(crate) fn uncached(
     plan: &Plan,
     tokens: &[Vec<i64>],
     encoder_states: Option<&ArrayD<f32>>,
     enc_len: usize,
     how: Uncached,
+    cache: &Cache,
 ) -> Vec<Feed> {
     let (b, n) = batch_and_len(tokens);
     let mut feeds = vec![Feed::ints(&plan.input_ids, plan.input_ids_dtype, &[b, n], tokens.concat())];
-    encoder_feeds(plan, encoder_states, b, enc_len, &mut feeds);
-    let Uncached::SameModel { dummy } = how else { return feeds };
-    if let Some(flag) = &plan.branch_flag {
-        feeds.push(Feed::flag(flag, false));
-    }
+    encoder_feeds(plan, encoder_states, b, enc_len, how == Uncached::SeparateModel, &mut feeds);
     if let Some(name) = &plan.attention_mask {
         feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, n], vec![1; b * n]));
     }
     if let Some(name) = &plan.position_ids {
         feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, n], (0..b).flat_map(|_| 0..n as i64).collect()));
     }
-    // A flag-false branch ignores its past; a model without a flag gets an empty one.
-    let len = if plan.branch_flag.is_some() { dummy } else { 0 };
-    for c in plan.self_past.iter().chain(&plan.cross_past) {
-        feeds.push(Feed::float(&c.past, c.dtype, zeros(&c.shape, plan.seq_axis, len)));
+    let Uncached::SameModel { dummy } = how else { return feeds };
+    match &plan.branch_flag {
+        // A flag-false branch ignores its past: the step-0 dummy.
+        Some(flag) => {
+            feeds.push(Feed::flag(flag, false));
+            for c in plan.self_past.iter().chain(&plan.cross_past) {
+                feeds.push(Feed::float(&c.past, c.dtype, zeros(&c.shape, plan.seq_axis, dummy)));
+            }
+        }
+        // Without a flag: an empty self past, and the cross past the cached run used.
+        None => {
+            for c in &plan.self_past {
+                feeds.push(Feed::float(&c.past, c.dtype, zeros(&c.shape, plan.seq_axis, 0)));
+            }
+            for (c, a) in plan.cross_past.iter().zip(&cache.cross_past) {
+                feeds.push(Feed::float(&c.past, c.dtype, a.clone()));
+            }
+        }
     }
     feeds
 }

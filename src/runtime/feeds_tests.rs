@@ -132,13 +132,13 @@ fn merged_seq2seq_feeds_for_steps_0_to_3() {
                 assert_eq!(cross.values, Values::Float(ArrayD::from_elem(IxDyn(&[1, 8, 7, 4]), -1.0)));
             }
             // The uncached recompute: the whole prefix on the no-cache branch.
-            let un = uncached(&plan, &tokens, Some(&enc), 7, Uncached::SameModel { dummy });
+            let un = uncached(&plan, &tokens, Some(&enc), 7, Uncached::SameModel { dummy }, &cache);
             assert_eq!(un.len(), 28);
             assert!(!flag(by_name(&un, "use_cache_branch")));
             assert_eq!(by_name(&un, "input_ids").shape(), [1, step as i64 + 1]);
             assert_eq!(by_name(&un, "past_key_values.0.decoder.key").shape(), [1, 8, dummy, 4]);
             // A separate no-past decoder gets only the ids and the encoder side.
-            let sep = uncached(&plan, &tokens, Some(&enc), 7, Uncached::SeparateModel);
+            let sep = uncached(&plan, &tokens, Some(&enc), 7, Uncached::SeparateModel, &cache);
             let names: Vec<&str> = sep.iter().map(|f| f.name.as_str()).collect();
             assert_eq!(names, ["input_ids", "encoder_hidden_states", "encoder_attention_mask"]);
 
@@ -167,7 +167,7 @@ fn decoder_only_feeds_mask_past_plus_new_and_positions_continue() {
     assert_eq!(ints(by_name(&step1, "attention_mask")), [1; 5], "the mask covers past + new");
     assert_eq!(ints(by_name(&step1, "position_ids")), [4], "positions continue the past");
     assert_eq!(by_name(&step1, "past_key_values.0.value").shape(), [1, 4, 4, 8]);
-    let un = uncached(&plan, &[vec![5, 6, 7, 8, 9]], None, 0, Uncached::SameModel { dummy: 0 });
+    let un = uncached(&plan, &[vec![5, 6, 7, 8, 9]], None, 0, Uncached::SameModel { dummy: 0 }, &cache);
     assert_eq!(ints(by_name(&un, "position_ids")), [0, 1, 2, 3, 4]);
     assert_eq!(by_name(&un, "past_key_values.0.value").shape(), [1, 4, 0, 8]);
 }

@@ -26,6 +26,10 @@ pub struct Options {
     /// Recompute uncached logits with this model (e.g. decoder_model.onnx)
     /// instead of the merged decoder's no-cache branch.
     pub no_cache_model: Option<PathBuf>,
+    /// The model run at step 0 instead of the driven one: the no-past
+    /// decoder of optimum's split pair (`decoder_model.onnx`), whose presents
+    /// seed the with-past decoder's cache.
+    pub step0_model: Option<PathBuf>,
     /// Intra-op threads; 0 leaves ONNX Runtime's default (one per core).
     pub threads: usize,
 }
@@ -41,6 +45,7 @@ impl Default for Options {
             start_token: None,
             encoder: None,
             no_cache_model: None,
+            step0_model: None,
             threads: 0,
         }
     }

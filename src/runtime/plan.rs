@@ -152,10 +152,12 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
             }
         }
     }
-    let tensor = |past: &str| -> Result<CacheTensor, String> {
+    // A cross-attention past needs no present of its own: with-past decoders
+    // take it from step 0's outputs (the no-past decoder's) and keep it.
+    let tensor = |past: &str, cross: bool| -> Result<CacheTensor, String> {
         let present = past.replacen(&from, &to, 1);
         let port = sig.input(past).ok_or_else(|| format!("cache input `{past}` is not in the model"))?;
-        if sig.output(&present).is_none() {
+        if sig.output(&present).is_none() && !cross {
             return Err(format!("cache input `{past}` has no matching output `{present}`"));
         }
         let (elem, dims) = port.ty.tensor_parts().ok_or_else(|| format!("`{past}` is not a tensor"))?;
@@ -178,8 +180,8 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         }
         Ok(CacheTensor { past: past.to_string(), present, shape, dtype: elem })
     };
-    let self_past = self_names.iter().map(|n| tensor(n)).collect::<Result<Vec<_>, _>>()?;
-    let cross_past = cross_names.iter().map(|n| tensor(n)).collect::<Result<Vec<_>, _>>()?;
+    let self_past = self_names.iter().map(|n| tensor(n, false)).collect::<Result<Vec<_>, _>>()?;
+    let cross_past = cross_names.iter().map(|n| tensor(n, true)).collect::<Result<Vec<_>, _>>()?;
     if self_past.is_empty() {
         return Err("no past inputs (past_key_values.*) to drive a cache with".into());
     }

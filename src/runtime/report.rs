@@ -193,8 +193,12 @@ impl RuntimeReport {
             }
             None => Finding::error(Code::Crash, text),
         };
-        let tail: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-        if let Some(l) = tail.last() {
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        // A panic of our own driver is a bug of this tool: say where, not the backtrace hint.
+        if let Some(i) = lines.iter().position(|l| l.contains("panicked at")) {
+            let what = lines.get(i + 1).map(|l| l.trim()).unwrap_or("");
+            f.cause = Some(format!("onnx-contract's driver panicked (a bug in this tool): {} {what}", lines[i].trim()));
+        } else if let Some(l) = lines.last() {
             f.cause = Some(format!("last runtime message: {}", l.trim()));
         }
         self.crash = Some(how);

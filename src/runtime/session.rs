@@ -68,7 +68,20 @@ fn widened(v: &DynValue) -> Option<ArrayD<f32>> {
 }
 
 /// One run with `feeds`; every output's type and shape, floats copied out.
+/// A panic inside `ort` (a value it cannot read) is an error of this run,
+/// not the end of the whole check.
 pub(crate) fn run(session: &mut Session, feeds: &[Feed]) -> Result<Outputs, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_unguarded(session, feeds))).unwrap_or_else(|p| {
+        let what = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(format!("ONNX Runtime returned something the ort crate could not read ({what})"))
+    })
+}
+
+fn run_unguarded(session: &mut Session, feeds: &[Feed]) -> Result<Outputs, String> {
     let mut inputs: Vec<(String, DynValue)> = Vec::with_capacity(feeds.len());
     for f in feeds {
         inputs.push((f.name.clone(), value(f)?));

@@ -2,6 +2,8 @@
 //! runtime runs → [`Report`]. The command line, folder mode and applications
 //! all call it; nothing else strings these steps together.
 
+mod folder;
+
 use crate::contract::{self, Contract};
 use crate::finding::{any_error, Code, Finding, Severity};
 use crate::report::{ContractInfo, Report};
@@ -26,6 +28,21 @@ pub enum Isolation {
     InProcess,
 }
 
+/// How one file is driven, beyond the builder's settings (folder mode fills it).
+#[derive(Clone, Debug, Default)]
+struct Setup {
+    /// The encoder producing the encoder states.
+    encoder: Option<PathBuf>,
+    /// The no-past decoder recomputing uncached logits.
+    no_cache_model: Option<PathBuf>,
+    /// The no-past decoder run at step 0 (split pair).
+    step0_model: Option<PathBuf>,
+    /// The decoder start token (config's `decoder_start_token_id`).
+    start_token: Option<i64>,
+    /// Why this file is only checked statically, when it is.
+    static_only: Option<String>,
+}
+
 /// Builds and runs a check. Defaults: 4 steps, batch 1, seed 0, the runtime
 /// found on this machine (never fetched unless [`Checker::fetch`] allows it),
 /// a 600 s time limit, in a child process.
@@ -45,6 +62,7 @@ pub struct Checker {
     no_cache_model: Option<PathBuf>,
     isolation: Isolation,
     notice: Option<Notice>,
+    family: Option<String>,
 }
 
 /// Where one-line notices go (the library itself never prints).
@@ -67,6 +85,7 @@ impl Default for Checker {
             no_cache_model: None,
             isolation: Isolation::default(),
             notice: None,
+            family: None,
         }
     }
 }
@@ -148,6 +167,13 @@ impl Checker {
         self.no_cache_model = Some(path.into());
         self
     }
+    /// The built-in family contract for folder mode and contract-less files
+    /// (`marian`, `llama-decoder`, …), instead of the one config.json's
+    /// `model_type` chooses.
+    pub fn family(mut self, name: impl Into<String>) -> Self {
+        self.family = Some(name.into());
+        self
+    }
     /// Where the runtime steps run.
     pub fn isolation(mut self, isolation: Isolation) -> Self {
         self.isolation = isolation;
@@ -167,18 +193,50 @@ impl Checker {
     }
 
     /// Checks one model file and returns what was found. `Err` only when the
-    /// model cannot be judged at all (unreadable, no contract, missing
-    /// external data); every finding about the model is in the report.
+    /// model cannot be judged at all (unreadable, missing external data);
+    /// every finding about the model is in the report. Without a contract,
+    /// the family's built-in one is used, chosen and sized from the
+    /// config.json beside the file (or from the model itself), and the
+    /// file's siblings drive it as they would in [`Checker::run_folder`].
     pub fn run(&self, model: &Path) -> Result<Report, Error> {
-        let contract = self.contract.as_ref().ok_or(Error::NoContract)?;
-        // A model whose weights cannot be found is unusable: say so before any check.
-        let sig = crate::read_usable_signature(model)?;
-        let mut findings = contract::check(&sig, contract);
+        match &self.contract {
+            Some(contract) => {
+                // A model whose weights cannot be found is unusable: say so before any check.
+                let sig = crate::read_usable_signature(model)?;
+                let setup = Setup {
+                    encoder: self.encoder.clone(),
+                    no_cache_model: self.no_cache_model.clone(),
+                    ..Setup::default()
+                };
+                self.check_file(model, &model.display().to_string(), &sig, contract, &setup, Vec::new())
+            }
+            None => folder::run_file(self, model),
+        }
+    }
+
+    /// Checks every ONNX file of an export folder (and its `onnx/`
+    /// subfolder), each against its family's contract for its role, driven
+    /// the way real callers drive that form, plus the checks across files.
+    pub fn run_folder(&self, dir: &Path) -> Result<crate::report::FolderReport, Error> {
+        folder::run_folder(self, dir)
+    }
+
+    /// The one pipeline for one file: static check, compatibility, then the runtime runs.
+    fn check_file(
+        &self,
+        model: &Path,
+        shown: &str,
+        sig: &crate::signature::Signature,
+        contract: &Contract,
+        setup: &Setup,
+        mut findings: Vec<Finding>,
+    ) -> Result<Report, Error> {
+        findings.extend(contract::check(sig, contract));
         if let Some(v) = &self.target_ort {
-            findings.extend(compat::check_target(&sig, v));
+            findings.extend(compat::check_target(sig, v));
         }
         let mut runtimes = Vec::new();
-        if !self.static_only {
+        if !self.static_only && setup.static_only.is_none() {
             if any_error(&findings) && !self.force_run {
                 findings.push(Finding::new(
                     Code::RuntimeSkipped,
@@ -186,11 +244,11 @@ impl Checker {
                     "runtime check not run: the static check failed, so a run would only repeat it (a forced run, --force-run, shows it anyway)",
                 ));
             } else {
-                runtimes = self.run_runtimes(model, &sig, contract, &mut findings)?;
+                runtimes = self.run_runtimes(model, sig, contract, setup, &mut findings)?;
             }
         }
-        let summary = ModelSummary::of(&model.display().to_string(), &sig, Vec::new());
-        Ok(Report::new(&model.display().to_string(), Some(ContractInfo::of(contract)), summary, findings, runtimes))
+        let summary = ModelSummary::of(shown, sig, Vec::new());
+        Ok(Report::new(shown, Some(ContractInfo::of(contract)), summary, findings, runtimes))
     }
 
     #[cfg(not(feature = "runtime"))]
@@ -199,6 +257,7 @@ impl Checker {
         _model: &Path,
         _sig: &crate::signature::Signature,
         _contract: &Contract,
+        _setup: &Setup,
         _findings: &mut Vec<Finding>,
     ) -> Result<Vec<RuntimeReport>, Error> {
         Err(Error::RuntimeFeature)
@@ -210,6 +269,7 @@ impl Checker {
         model: &Path,
         sig: &crate::signature::Signature,
         contract: &Contract,
+        setup: &Setup,
         findings: &mut Vec<Finding>,
     ) -> Result<Vec<RuntimeReport>, Error> {
         use crate::runtime::{child, locate, options, plan};
@@ -237,8 +297,10 @@ impl Checker {
             steps: self.steps,
             batch: self.batch,
             seed: self.seed,
-            encoder: self.encoder.clone(),
-            no_cache_model: self.no_cache_model.clone(),
+            encoder: setup.encoder.clone(),
+            no_cache_model: setup.no_cache_model.clone(),
+            step0_model: setup.step0_model.clone(),
+            start_token: setup.start_token,
             ..Default::default()
         };
         let mut reports = Vec::new();

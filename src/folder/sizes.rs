@@ -1,0 +1,120 @@
+//! The sizes a folder is checked with, and where each came from: config.json
+//! (and generation_config.json) first, the model's own signature for what
+//! they do not state. Where config and model disagree, that is a finding
+//! naming both values.
+
+use super::config::{ModelConfig, Size};
+use crate::contract::init::infer_params;
+use crate::finding::{Code, Finding};
+use crate::signature::{Dim, Signature};
+use std::collections::BTreeMap;
+
+/// What a signature fixes, by size name, with the tensor that says it.
+pub fn from_model(sig: &Signature) -> Vec<(&'static str, i64, &'static str)> {
+    let p = infer_params(sig);
+    let mut out = Vec::new();
+    if let Some(v) = p.layers {
+        out.push(("layers", v, "layer indices of the past/present names"));
+    }
+    if let Some(v) = p.heads {
+        out.push(("kv_heads", v, "head axis of the past"));
+    }
+    if let Some(v) = p.head_dim {
+        out.push(("head_dim", v, "last axis of the past"));
+    }
+    if let Some(v) = p.vocab {
+        out.push(("vocab", v, "last axis of logits"));
+    }
+    let width = |name: &str, output: bool| {
+        let port = if output { sig.output(name) } else { sig.input(name) }?;
+        match port.ty.tensor_parts()?.1?.last()? {
+            Dim::Fixed(v) => Some(*v),
+            _ => None,
+        }
+    };
+    if let Some(v) = p.hidden.or_else(|| width("last_hidden_state", true)) {
+        out.push(("hidden", v, "width of the encoder states"));
+    }
+    out
+}
+
+/// Config sizes, completed from `model` (the folder's main decoder) for
+/// what the config does not state; `heads` defaults to the past's head axis.
+pub fn resolve(config: &ModelConfig, model: Option<(&str, &Signature)>) -> BTreeMap<String, Size> {
+    let mut sizes = config.sizes.clone();
+    if let Some((file, sig)) = model {
+        for (name, value, how) in from_model(sig) {
+            let source = format!("model: {file}: {how}");
+            sizes.entry(name.to_string()).or_insert_with(|| Size { value, source: source.clone() });
+            if name == "kv_heads" {
+                sizes.entry("heads".to_string()).or_insert(Size { value, source });
+            }
+        }
+    }
+    sizes
+}
+
+/// Every size config.json states that `file`'s signature contradicts.
+pub fn mismatches(config: &ModelConfig, file: &str, sig: &Signature) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (name, model_value, how) in from_model(sig) {
+        let Some(stated) = config.sizes.get(name) else { continue };
+        if stated.value != model_value {
+            out.push(
+                Finding::error(
+                    Code::ConfigMismatch,
+                    format!(
+                        "{} = {}, but {file} has {name} {model_value} ({how})",
+                        stated.source, stated.value
+                    ),
+                )
+                .cause(Some(
+                    "the export and its config.json disagree: a model exported from another config, or a config edited after export"
+                        .into(),
+                )),
+            );
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn load(folder: &str, file: &str) -> (ModelConfig, Signature) {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models").join(folder);
+        (ModelConfig::read(&dir).unwrap().unwrap(), crate::reader::read_signature(&dir.join(file)).unwrap())
+    }
+
+    #[test]
+    fn a_config_that_disagrees_with_its_model_is_named_with_both_values() {
+        let (config, sig) = load("marian-config-mismatch", "decoder_model_merged.onnx");
+        let found = mismatches(&config, "decoder_model_merged.onnx", &sig);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(
+            found[0].message,
+            "config.json: decoder_layers = 6, but decoder_model_merged.onnx has layers 3 (layer indices of the past/present names)"
+        );
+        for (folder, file) in
+            [("marian-tiny", "decoder_model_merged.onnx"), ("gemma-tiny", "model.onnx"), ("llama-tiny", "model.onnx")]
+        {
+            let (config, sig) = load(folder, file);
+            assert!(mismatches(&config, file, &sig).is_empty(), "{folder}");
+        }
+    }
+
+    #[test]
+    fn sizes_the_config_does_not_state_come_from_the_model_and_say_so() {
+        let (_, sig) = load("llama-tiny", "model.onnx");
+        let sizes = resolve(&ModelConfig::default(), Some(("model.onnx", &sig)));
+        assert_eq!(sizes["kv_heads"].value, 2);
+        assert_eq!(sizes["heads"].value, 2);
+        assert_eq!(sizes["layers"].source, "model: model.onnx: layer indices of the past/present names");
+        let (config, sig) = load("llama-tiny", "model.onnx");
+        let sizes = resolve(&config, Some(("model.onnx", &sig)));
+        assert_eq!((sizes["heads"].value, sizes["kv_heads"].value), (4, 2));
+        assert_eq!(sizes["heads"].source, "config.json: num_attention_heads");
+    }
+}
