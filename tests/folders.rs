@@ -1,0 +1,176 @@
+//! `check DIR` with no other argument on every committed export folder, on
+//! real ONNX Runtime: the verdict of each file and of the folder.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+fn check_dir(dir: &str) -> (i32, Value) {
+    json(&["check", "--format", "json", &format!("models/{dir}"), "--no-fetch"])
+}
+
+fn file<'a>(r: &'a Value, path: &str) -> &'a Value {
+    r["files"].as_array().unwrap().iter().find(|f| f["path"] == path).unwrap_or_else(|| panic!("no {path} in {r:#}"))
+}
+
+fn error_codes(f: &Value) -> Vec<String> {
+    f["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["severity"] == "error")
+        .map(|x| x["code"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Folders whose every file must pass with zero flags, and the roles found.
+const GOOD: &[(&str, &[(&str, &str)])] = &[
+    (
+        "marian-tiny",
+        &[
+            ("decoder_model.onnx", "decoder"),
+            ("decoder_model_merged.onnx", "merged-decoder"),
+            ("decoder_with_past_model.onnx", "decoder-with-past"),
+            ("encoder_model.onnx", "encoder"),
+        ],
+    ),
+    (
+        "bart-tiny",
+        &[("decoder_model_merged.onnx", "merged-decoder"), ("decoder_with_past_model.onnx", "decoder-with-past")],
+    ),
+    (
+        "t5-tiny",
+        &[("decoder_model_merged.onnx", "merged-decoder"), ("decoder_with_past_model.onnx", "decoder-with-past")],
+    ),
+    (
+        "whisper-tiny",
+        &[
+            ("encoder_model.onnx", "encoder"),
+            ("decoder_model_merged.onnx", "merged-decoder"),
+            ("decoder_with_past_model.onnx", "decoder-with-past"),
+        ],
+    ),
+    (
+        "bart-tjs",
+        &[
+            ("onnx/decoder_model_merged.onnx", "merged-decoder"),
+            ("onnx/decoder_with_past_model.onnx", "decoder-with-past"),
+            ("onnx/encoder_model.onnx", "encoder"),
+        ],
+    ),
+    ("gpt2-tiny", &[("model.onnx", "decoder-only")]),
+    ("llama-tiny", &[("model.onnx", "decoder-only")]),
+    ("qwen2-tiny", &[("model.onnx", "decoder-only")]),
+    ("mistral-tiny", &[("model.onnx", "decoder-only")]),
+    ("gemma-tiny", &[("model.onnx", "decoder-only")]),
+];
+
+#[test]
+fn every_good_folder_passes_with_zero_flags() {
+    for (dir, roles) in GOOD {
+        let (code, r) = check_dir(dir);
+        assert_eq!((code, r["verdict"].as_str()), (0, Some("pass")), "{dir}: {r:#}");
+        for (path, role) in *roles {
+            let f = file(&r, path);
+            assert_eq!(f["role"], *role, "{dir}/{path}");
+            assert_eq!(f["verdict"], "pass", "{dir}/{path}: {:?}", error_codes(f));
+        }
+        // Sizes come from config.json, each with its key.
+        assert!(
+            r["sizes"]["layers"]["source"].as_str().unwrap().starts_with("config.json: "),
+            "{dir}: {:#}",
+            r["sizes"]
+        );
+    }
+}
+
+#[test]
+fn the_split_pair_is_driven_as_a_pair_and_its_cache_checked() {
+    let (_, r) = check_dir("bart-tjs");
+    let f = file(&r, "onnx/decoder_with_past_model.onnx");
+    assert!(
+        f["driven_as"].as_str().unwrap().starts_with("split pair: onnx/decoder_model.onnx at step 0"),
+        "{}",
+        f["driven_as"]
+    );
+    let steps = f["runtime"]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 4);
+    // Step 0 is the no-past decoder's: encoder states fed; afterwards the with-past file's 14 inputs.
+    assert!(steps[0]["feeds"].as_array().unwrap().iter().any(|x| x["name"] == "encoder_hidden_states"));
+    assert_eq!(steps[1]["feeds"].as_array().unwrap().len(), 14);
+    for s in &steps[1..] {
+        assert!(s["parity_max_abs_diff"].as_f64().unwrap() < 1e-4, "{s:#}");
+    }
+    // Sizes of another model than bart-tiny's, read from its config.json.
+    assert_eq!(r["sizes"]["hidden"]["value"], 48);
+    assert_eq!(r["sizes"]["vocab"]["value"], 1200);
+}
+
+#[test]
+fn a_with_past_file_with_its_past_length_baked_in_fails_at_step_2_only_as_a_pair() {
+    let (code, r) = check_dir("marian-pair-baked-past");
+    assert_eq!(code, 2, "{r:#}");
+    let f = file(&r, "decoder_with_past_model.onnx");
+    let fail = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "run-failed").expect("run-failed");
+    assert_eq!(fail["step"], 2);
+    assert!(fail["message"].as_str().unwrap().contains("Reshape node `/Reshape_5`"), "{fail:#}");
+    assert!(fail["cause"].as_str().unwrap().contains("fixed at export time"), "{fail:#}");
+    // Its siblings are fine: the folder verdict names the one file.
+    assert_eq!(file(&r, "decoder_model.onnx")["verdict"], "pass");
+    assert_eq!(file(&r, "encoder_model.onnx")["verdict"], "pass");
+    let out = run(&["check", "models/marian-pair-baked-past", "--no-fetch"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap();
+    assert!(first.contains("FAIL (1 file of 3 failing"), "{first}");
+}
+
+#[test]
+fn a_config_that_disagrees_with_the_model_is_named_with_both_values() {
+    let (code, r) = check_dir("marian-config-mismatch");
+    assert_eq!(code, 2);
+    let f = file(&r, "decoder_model_merged.onnx");
+    let m = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "config-mismatch").expect("config-mismatch");
+    assert_eq!(
+        m["message"],
+        "config.json: decoder_layers = 6, but decoder_model_merged.onnx has layers 3 (layer indices of the past/present names)"
+    );
+}
+
+#[test]
+fn incident_1_is_judged_as_the_with_past_decoder_it_is() {
+    let (code, r) = check_dir("marian-15-inputs");
+    assert_eq!(code, 2);
+    let f = file(&r, "decoder_model_merged.onnx");
+    assert_eq!(f["role"], "decoder-with-past");
+    let msgs: Vec<&str> = f["findings"].as_array().unwrap().iter().map(|x| x["message"].as_str().unwrap()).collect();
+    assert!(msgs.contains(&"missing input past_key_values.{0..5}.encoder.{key,value} (12 tensors)"), "{msgs:#?}");
+}
+
+#[test]
+fn known_bad_exports_still_fail_with_zero_flags() {
+    let (code, r) = check_dir("marian-baked-past");
+    assert_eq!(code, 2);
+    assert!(error_codes(file(&r, "decoder_model_merged.onnx")).contains(&"run-failed".to_string()));
+    let (code, r) = check_dir("gpt2-position-bug");
+    assert_eq!(code, 2);
+    assert!(error_codes(file(&r, "model.onnx")).contains(&"parity".to_string()));
+}
+
+#[test]
+fn a_single_file_without_a_contract_uses_its_folder() {
+    let out = json(&["check", "--format", "json", "models/t5-tiny/decoder_model_merged.onnx", "--no-fetch"]);
+    assert_eq!(out.0, 0, "{:#}", out.1);
+    assert_eq!(out.1["contract"]["name"], "t5-decoder-merged");
+    assert_eq!(out.1["contract"]["params"]["hidden"], 32);
+    // Whisper: the audio encoder's features, no encoder mask.
+    let (code, r) = json(&["check", "--format", "json", "models/whisper-tiny/decoder_model_merged.onnx", "--no-fetch"]);
+    assert_eq!(code, 0, "{r:#}");
+    let feeds = r["runtime"]["steps"][0]["feeds"].as_array().unwrap();
+    assert!(!feeds.iter().any(|x| x["name"] == "encoder_attention_mask"));
+    let states = feeds.iter().find(|x| x["name"] == "encoder_hidden_states").unwrap();
+    assert_eq!(
+        states["shape"],
+        serde_json::json!([1, 1500, 32]),
+        "states from the real audio encoder (3000 frames → 1500)"
+    );
+}
