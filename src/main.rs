@@ -46,11 +46,19 @@ enum Command {
     /// Compare two models' signatures side by side.
     Diff { a: PathBuf, b: PathBuf },
     /// Write a contract from a known-good export (to stdout, or --output).
+    /// For an export folder: one contract per ONNX file (YAML documents on
+    /// stdout, or `<file stem>.yaml` files in the --output folder).
     Init {
+        /// A known-good .onnx file, or an export folder.
         model: PathBuf,
-        /// Where to write the YAML (default: stdout).
+        /// Where to write the YAML (default: stdout); a folder when MODEL is one.
         #[arg(short, long)]
         output: Option<PathBuf>,
+    },
+    /// List the built-in contracts (compiled in), or print one: `specs marian`.
+    Specs {
+        /// A built-in contract's name, or its family (`marian`, `gpt2`).
+        name: Option<String>,
     },
     /// Check a model against a contract: the static signature check, then a
     /// KV-cache smoke test on real ONNX Runtime (in a child process).
@@ -224,6 +232,63 @@ fn run(cli: Cli) -> Result<i32, Fail> {
                 emit(&table::diff(&display(&a), &display(&b), &d));
             }
             Ok(if d.is_empty() { exit::OK } else { exit::VIOLATED })
+        }
+        Command::Init { model, output } if model.is_dir() => {
+            let all = onnx_contract::folder::init::init_all(&model)?;
+            match output {
+                Some(dir) => {
+                    let io = |e: std::io::Error| Fail {
+                        code: exit::USAGE,
+                        kind: "io",
+                        message: format!("{}: cannot write: {e}", dir.display()),
+                    };
+                    std::fs::create_dir_all(&dir).map_err(io)?;
+                    let mut written = Vec::new();
+                    for (rel, text) in &all {
+                        let stem = rel.trim_end_matches(".onnx").replace('/', "_");
+                        let path = dir.join(format!("{stem}.yaml"));
+                        std::fs::write(&path, text).map_err(io)?;
+                        written.push(display(&path));
+                    }
+                    if json_out {
+                        emit(&json::to_text(&serde_json::json!({ "written": written })));
+                    } else {
+                        eprintln!("wrote {}", written.join(", "));
+                    }
+                }
+                None if json_out => {
+                    let docs: Vec<_> =
+                        all.iter().map(|(rel, text)| serde_json::json!({ "model": rel, "contract": text })).collect();
+                    emit(&json::to_text(&serde_json::json!({ "folder": display(&model), "contracts": docs })))
+                }
+                None => {
+                    let docs: Vec<String> = all.iter().map(|(rel, text)| format!("# ── {rel}\n{text}")).collect();
+                    emit(&docs.join("---\n"));
+                }
+            }
+            Ok(exit::OK)
+        }
+        Command::Specs { name: Some(name) } => {
+            let (full, text) = onnx_contract::contract::builtin::text(&name).ok_or_else(|| Fail {
+                code: exit::USAGE,
+                kind: "usage",
+                message: format!("no built-in contract `{name}` (`onnx-contract specs` lists them)"),
+            })?;
+            if json_out {
+                emit(&json::to_text(&serde_json::json!({ "name": full, "contract": text })));
+            } else {
+                emit(text);
+            }
+            Ok(exit::OK)
+        }
+        Command::Specs { name: None } => {
+            let list = onnx_contract::contract::builtin::list();
+            if json_out {
+                emit(&json::to_text(&list));
+            } else {
+                emit(&table::builtin_specs(&list));
+            }
+            Ok(exit::OK)
         }
         Command::Init { model, output } => {
             let sig = read_signature(&model)?;

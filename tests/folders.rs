@@ -174,3 +174,28 @@ fn a_single_file_without_a_contract_uses_its_folder() {
         "states from the real audio encoder (3000 frames → 1500)"
     );
 }
+
+#[test]
+fn init_never_writes_a_contract_its_own_good_model_fails() {
+    let dir = std::env::temp_dir().join(format!("onnx-contract-init-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for m in [
+        "marian-tiny/decoder_model.onnx",
+        "marian-tiny/decoder_with_past_model.onnx",
+        "marian-tiny/decoder_model_merged.onnx",
+        "marian-tiny/encoder_model.onnx",
+        "whisper-tiny/decoder_with_past_model.onnx",
+        "t5-tiny/decoder_with_past_model.onnx",
+        "gemma-tiny/model.onnx",
+    ] {
+        let spec = dir.join("spec.yaml");
+        let out = run(&["init", path_str(&model(m)), "-o", path_str(&spec)]);
+        assert!(out.status.success(), "{m}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = std::fs::read_to_string(&spec).unwrap();
+        assert!(!text.contains(": \"1\""), "{m}: exporter noise pinned:\n{text}");
+        let (code, r) =
+            json(&["check", "--format", "json", path_str(&model(m)), "--contract", path_str(&spec), "--no-fetch"]);
+        assert_eq!((code, r["verdict"].as_str()), (0, Some("pass")), "{m}: {:#}", r["findings"]);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

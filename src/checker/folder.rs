@@ -133,7 +133,10 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
 }
 
 fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileReport, Error> {
-    let (setup, driven_as) = setup_for(folder, e);
+    let (setup, mut driven_as) = setup_for(folder, e);
+    if checker.static_only && setup.static_only.is_none() {
+        driven_as = format!("static check only (a run would drive it as: {driven_as})");
+    }
     let shown = e.file.rel.clone();
     let report = match contracts::for_role(e.role, folder.family, &folder.sizes) {
         None => {

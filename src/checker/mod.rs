@@ -273,6 +273,16 @@ impl Checker {
         findings: &mut Vec<Finding>,
     ) -> Result<Vec<RuntimeReport>, Error> {
         use crate::runtime::{child, locate, options, plan};
+        if !sig.inputs.iter().any(|p| crate::folder::roles::is_past_name(&p.name)) {
+            // A decoder without past inputs has no cache to drive (a split
+            // pair's step-0 half, or an encoder): the static check is its check.
+            findings.push(Finding::new(
+                Code::RuntimeSkipped,
+                Severity::Info,
+                "no past inputs: there is no KV cache to drive, so the static check is the whole check",
+            ));
+            return Ok(Vec::new());
+        }
         let plan = match plan::build(sig, contract, self.batch) {
             Ok(p) => p,
             Err(message) => {

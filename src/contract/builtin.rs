@@ -69,6 +69,36 @@ pub fn model_types(name: &str) -> Vec<&'static str> {
     BY_MODEL_TYPE.iter().filter(|(_, n)| *n == name).map(|(t, _)| *t).collect()
 }
 
+/// One built-in contract as `specs` lists it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Listed {
+    /// Its name.
+    pub name: &'static str,
+    /// The config.json `model_type`s that choose it.
+    pub model_types: Vec<&'static str>,
+    /// Its parameters with their defaults (real model sizes).
+    pub params: Vec<(String, i64)>,
+    /// Its inputs, as written (templates unexpanded).
+    pub inputs: Vec<String>,
+}
+
+/// Every built-in contract.
+pub fn list() -> Vec<Listed> {
+    SPECS
+        .iter()
+        .filter_map(|(name, text)| {
+            let c = parse(Path::new(name), text, &[]).ok()?;
+            let mut inputs: Vec<String> = Vec::new();
+            for r in &c.inputs {
+                if !inputs.contains(&r.template) {
+                    inputs.push(r.template.clone());
+                }
+            }
+            Some(Listed { name, model_types: model_types(name), params: c.params, inputs })
+        })
+        .collect()
+}
+
 /// Loads the built-in contract `name` with parameter overrides.
 pub fn load(name: &str, overrides: &[(String, i64)]) -> Option<Result<Contract, ContractError>> {
     let (full, text) = text(name)?;

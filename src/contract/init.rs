@@ -106,6 +106,17 @@ fn sanitize(symbol: &str) -> String {
 #[derive(Default)]
 struct Vars {
     by_symbol: BTreeMap<String, String>,
+    /// Some symbol was exporter noise (written as `_`).
+    noise: bool,
+}
+
+/// A dim name an exporter invented rather than chose: a number spelled as a
+/// symbol, torch's `Concat…_dim_N` / `Reshape…_dim_N`, onnx's `unk__N`, or a
+/// name embedding a tensor's own name.
+pub fn is_exporter_noise(symbol: &str) -> bool {
+    symbol.trim().parse::<i64>().is_ok()
+        || symbol.starts_with("unk__")
+        || (symbol.contains("_dim_") && symbol.rsplit("_dim_").next().is_some_and(|n| n.parse::<u32>().is_ok()))
 }
 
 impl Vars {
@@ -125,6 +136,12 @@ impl Vars {
     }
 
     fn dim(&mut self, symbol: &str) -> String {
+        // Symbols exporters make up (`"1"`, `Concat…_dim_1`, `unk__12`) carry no
+        // meaning another export of the same model would share: any symbol.
+        if is_exporter_noise(symbol) {
+            self.noise = true;
+            return "_".into();
+        }
         // `past + new` becomes a sum of variables, so the relation is checked.
         let terms: Vec<&str> = symbol.split('+').map(str::trim).collect();
         let simple = |t: &str| !t.is_empty() && (t.parse::<i64>().is_ok() || crate::contract::is_variable(t));
@@ -236,6 +253,12 @@ pub fn init(sig: &Signature, source: &str) -> String {
             let _ = writeln!(out, "  {n}: {v}  # {doc}");
         }
     }
+    if vars.noise {
+        let _ = writeln!(
+            out,
+            "# Dims written `_` were named by the exporter, not chosen (\"1\", Concat…_dim_N, unk__N): any symbol."
+        );
+    }
     let pinned = &vars.by_symbol;
     if !pinned.is_empty() {
         let _ = writeln!(out, "# Exact dim names of this export; delete a line to accept any name for it.");
@@ -270,8 +293,11 @@ fn cache_section(sig: &Signature, input_keys: &[String]) -> String {
     if !cross.is_empty() {
         let _ = writeln!(out, "  cross_past: [{}]  # taken once from step 0, then reused", list(cross));
     }
-    if seq2seq {
+    if seq2seq && sig.input("use_cache_branch").is_some() {
         out.push_str("  step0_past_lengths: [0, 1]  # optimum today feeds 0, older optimum 1: both must work\n");
+    } else if seq2seq {
+        // No branch flag: a dummy past slot would be attended to.
+        out.push_str("  step0_past_lengths: [0]  # without a branch flag every past slot is attended to\n");
     } else {
         out.push_str("  step0_past_lengths: [0]  # length 1 runs but shifts the logits unless masked\n");
     }

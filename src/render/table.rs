@@ -469,3 +469,14 @@ pub fn folder_check(r: &FolderReport) -> String {
     let _ = writeln!(out, "\n{headline}");
     out
 }
+
+/// `specs`: every built-in contract, the model types that choose it, its defaults.
+pub fn builtin_specs(list: &[crate::contract::builtin::Listed]) -> String {
+    let mut t = new_table(&["contract", "chosen for model_type", "params (defaults)"]);
+    for l in list {
+        let params: Vec<String> = l.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let types = if l.model_types.is_empty() { "(by signature)".to_string() } else { l.model_types.join(", ") };
+        t.add_row(vec![l.name.to_string(), types, params.join(" ")]);
+    }
+    format!("{t}\n`onnx-contract specs NAME` prints one; `check --contract NAME` uses one.\n")
+}

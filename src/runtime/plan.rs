@@ -210,11 +210,12 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
     let unknown_inputs =
         sig.inputs.iter().filter(|p| !known.contains(&p.name.as_str())).map(|p| p.name.clone()).collect();
     let dtypes = sig.inputs.iter().filter_map(|p| p.ty.tensor_parts().map(|(e, _)| (p.name.clone(), e))).collect();
-    let step0_past_lengths = cache.step0_past_lengths.clone().unwrap_or_else(|| match family {
-        // Current optimum and transformers.js feed 0, older optimum 1: both must work.
-        Family::Seq2Seq => vec![0, 1],
-        // Length 1 runs but shifts the logits unless masked: 0 is the correct one.
-        Family::DecoderOnly => vec![0],
+    let step0_past_lengths = cache.step0_past_lengths.clone().unwrap_or_else(|| match (family, &branch_flag) {
+        // Current optimum and transformers.js feed 0, older optimum 1: both must work
+        // (the flag-false branch ignores the dummy past).
+        (Family::Seq2Seq, Some(_)) => vec![0, 1],
+        // Without a flag every past slot is attended to: only an empty past is right.
+        _ => vec![0],
     });
     Ok(Plan {
         family,
