@@ -159,12 +159,43 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
     Ok(FileReport { path: shown, role: e.role, variant: e.file.variant.clone(), driven_as, report })
 }
 
+/// Every file's check, in file order. Each runtime job is its own child
+/// process, mostly creating sessions (single-threaded work): run up to one
+/// per core at once. In-process runs share one ONNX Runtime: one at a time.
+fn check_entries(checker: &Checker, folder: &Folder) -> Result<Vec<FileReport>, Error> {
+    let workers = match checker.isolation {
+        super::Isolation::InProcess => 1,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()).min(folder.entries.len()).max(1),
+    };
+    if workers == 1 {
+        return folder.entries.iter().map(|e| check_entry(checker, folder, e)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<Result<FileReport, Error>>>> =
+        folder.entries.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(e) = folder.entries.get(i) else { break };
+                let r = check_entry(checker, folder, e);
+                if let Ok(mut slot) = slots[i].lock() {
+                    *slot = Some(r);
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner().ok().flatten().unwrap_or_else(|| Err(Error::Internal("a file check did not finish".into())))
+        })
+        .collect()
+}
+
 pub(super) fn run_folder(checker: &Checker, dir: &Path) -> Result<FolderReport, Error> {
     let folder = read_folder(checker, dir, None)?;
-    let mut files = Vec::new();
-    for e in &folder.entries {
-        files.push(check_entry(checker, &folder, e)?);
-    }
+    let files = check_entries(checker, &folder)?;
     let members: Vec<consistency::Member<'_>> = folder
         .entries
         .iter()

@@ -50,8 +50,11 @@ struct Ctx<'a> {
     session: Session,
     /// The no-past decoder recomputing uncached logits, if separate.
     no_cache: Option<Side>,
-    /// The no-past decoder run at step 0 of a split pair.
+    /// The no-past decoder run at step 0 of a split pair, when it is not
+    /// the `no_cache` one (usually it is, and one session serves both).
     step0: Option<Side>,
+    /// Step 0 of the split pair runs on the `no_cache` session.
+    step0_is_no_cache: bool,
     encoder_states: Option<ArrayD<f32>>,
     enc_len: usize,
     prompt: Vec<Vec<i64>>,
@@ -140,17 +143,19 @@ fn prepare<'a>(
         p.as_ref().map(|p| Side::open(env, p, opts).map_err(|m| stop(Stage::NoCacheModel, m, None))).transpose()
     };
     let no_cache = side(&opts.no_cache_model)?;
-    let step0 = side(&opts.step0_model)?;
+    let step0_is_no_cache = opts.step0_model.is_some() && opts.step0_model == opts.no_cache_model;
+    let step0 = if step0_is_no_cache { None } else { side(&opts.step0_model)? };
     let start = opts.start_token.unwrap_or(plan.vocab - 1).clamp(0, plan.vocab - 1);
     let prompt = feeds::prompt(plan, b, opts.prompt_len.max(1) as usize, start, &mut rng);
-    Ok(Ctx { env, job, session, no_cache, step0, encoder_states, enc_len, prompt, rng })
+    Ok(Ctx { env, job, session, no_cache, step0, step0_is_no_cache, encoder_states, enc_len, prompt, rng })
 }
 
 /// One run of `steps` steps from a step-0 past of length `dummy`.
 fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
     let (plan, opts) = (&ctx.job.plan, &ctx.job.options);
     let mut cache = Cache::empty(plan, dummy);
-    if ctx.step0.is_none() && plan.branch_flag.is_none() && !plan.cross_past.is_empty() {
+    let has_step0 = ctx.step0.is_some() || ctx.step0_is_no_cache;
+    if !has_step0 && plan.branch_flag.is_none() && !plan.cross_past.is_empty() {
         // A with-past decoder driven alone: no step 0 gives it a cross past.
         cache.seed_cross(plan, ctx.enc_len, &mut ctx.rng);
     }
@@ -164,9 +169,10 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
             enc_len: ctx.enc_len,
         };
         // Step 0 of a split pair runs the no-past decoder on the prompt.
-        let pair_step0 = step == 0 && ctx.step0.is_some();
+        let pair_step0 = step == 0 && has_step0;
         let cached = input.cached(plan) && !pair_step0;
-        let (feeds, session, model) = match ctx.step0.as_mut().filter(|_| pair_step0) {
+        let step0_side = if ctx.step0_is_no_cache { ctx.no_cache.as_mut() } else { ctx.step0.as_mut() };
+        let (feeds, session, model) = match step0_side.filter(|_| pair_step0) {
             Some(side) => {
                 let all = feeds::uncached(
                     plan,

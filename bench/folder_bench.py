@@ -1,0 +1,153 @@
+"""Benchmark: `onnx-contract check DIR` with no flags on a full-size
+random-weight Marian export folder (encoder, the split pair and the merged
+decoder, as optimum writes them), next to a minimal Python onnxruntime script
+doing the same runs.
+
+    cargo build --release && python3 bench/folder_bench.py [--runs 3]
+
+Generates (never commits) $BENCH_DIR/marian-folder/: opus-mt-en-zh's sizes
+(d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab 65001), random weights,
+exported with optimum (needs models/requirements-gen.txt), with config.json
+and generation_config.json.
+
+The same runs on both sides, each model's session created once per use:
+  merged decoder: encoder once; per step-0 past length (0 and 1) 4 cached
+  steps + 3 uncached parity runs (14 decoder runs);
+  split pair: encoder once; the no-past decoder at step 0, 3 with-past steps,
+  3 uncached parity runs on the no-past decoder (7 runs).
+Goal (issue 7): onnx-contract <= 1.0x the Python script, wall time.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "target" / "release" / "onnx-contract"
+
+PY_DRIVER = r'''
+import sys, os, numpy as np, onnxruntime as ort
+d = sys.argv[1]
+L, H, D, V, E = 6, 8, 64, 65001, 7
+START = 65000
+def sess(name):
+    return ort.InferenceSession(os.path.join(d, name), providers=["CPUExecutionProvider"])
+rng = np.random.default_rng(0)
+ids_e = rng.integers(0, V, (1, E), dtype=np.int64)
+mask = np.ones((1, E), np.int64)
+def encode():
+    enc = sess("encoder_model.onnx")
+    return enc.run(None, {"input_ids": ids_e, "attention_mask": mask})[0]
+
+# Merged decoder.
+states = encode()
+m = sess("decoder_model_merged.onnx")
+names = [o.name for o in m.get_outputs()]
+def feeds(ids, flag, dec, encp):
+    f = {"encoder_attention_mask": mask, "input_ids": ids, "encoder_hidden_states": states, "use_cache_branch": np.array([flag])}
+    for l in range(L):
+        f[f"past_key_values.{l}.decoder.key"], f[f"past_key_values.{l}.decoder.value"] = dec[l]
+        f[f"past_key_values.{l}.encoder.key"], f[f"past_key_values.{l}.encoder.value"] = encp[l]
+    return f
+for dummy in (0, 1):
+    z = np.zeros((1, H, dummy, D), np.float32)
+    dec, encp = [(z, z)] * L, [(z, z)] * L
+    tokens = [START]
+    for step in range(4):
+        out = dict(zip(names, m.run(None, feeds(np.array([[tokens[-1]]], np.int64), step > 0, dec, encp))))
+        if step > 0:
+            full = dict(zip(names, m.run(None, feeds(np.array([tokens], np.int64), False, [(z, z)] * L, [(z, z)] * L))))
+            assert np.abs(full["logits"][:, -1] - out["logits"][:, -1]).max() < 1e-3
+        if step == 0:
+            encp = [(out[f"present.{l}.encoder.key"], out[f"present.{l}.encoder.value"]) for l in range(L)]
+        dec = [(out[f"present.{l}.decoder.key"], out[f"present.{l}.decoder.value"]) for l in range(L)]
+        tokens.append(int(out["logits"][0, -1].argmax()))
+
+# Split pair.
+states = encode()
+d0, dp = sess("decoder_model.onnx"), sess("decoder_with_past_model.onnx")
+n0, npast = [o.name for o in d0.get_outputs()], [o.name for o in dp.get_outputs()]
+tokens = [START]
+out = dict(zip(n0, d0.run(None, {"encoder_attention_mask": mask, "input_ids": np.array([tokens], np.int64), "encoder_hidden_states": states})))
+encp = [(out[f"present.{l}.encoder.key"], out[f"present.{l}.encoder.value"]) for l in range(L)]
+dec = [(out[f"present.{l}.decoder.key"], out[f"present.{l}.decoder.value"]) for l in range(L)]
+tokens.append(int(out["logits"][0, -1].argmax()))
+for step in range(1, 4):
+    f = {"encoder_attention_mask": mask, "input_ids": np.array([[tokens[-1]]], np.int64)}
+    for l in range(L):
+        f[f"past_key_values.{l}.decoder.key"], f[f"past_key_values.{l}.decoder.value"] = dec[l]
+        f[f"past_key_values.{l}.encoder.key"], f[f"past_key_values.{l}.encoder.value"] = encp[l]
+    out = dict(zip(npast, dp.run(None, f)))
+    full = d0.run(None, {"encoder_attention_mask": mask, "input_ids": np.array([tokens], np.int64), "encoder_hidden_states": states})[0]
+    assert np.abs(full[:, -1] - out["logits"][:, -1]).max() < 1e-3
+    dec = [(out[f"present.{l}.decoder.key"], out[f"present.{l}.decoder.value"]) for l in range(L)]
+    tokens.append(int(out["logits"][0, -1].argmax()))
+'''
+
+
+def generate(out: Path) -> Path:
+    folder = out / "marian-folder"
+    if (folder / "decoder_model_merged.onnx").exists():
+        return folder
+    code = r'''
+import sys, os, shutil, tempfile, torch, transformers
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+from optimum.exporters.onnx import onnx_export_from_model
+torch.manual_seed(0)
+cfg = transformers.MarianConfig(vocab_size=65001, d_model=512, encoder_layers=6, decoder_layers=6,
+    encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048,
+    max_position_embeddings=512, pad_token_id=65000, decoder_start_token_id=65000, eos_token_id=0)
+m = transformers.MarianMTModel(cfg).eval()
+with tempfile.TemporaryDirectory() as tmp:
+    onnx_export_from_model(m, tmp, task="text2text-generation-with-past", do_validation=False)
+    os.makedirs(sys.argv[1], exist_ok=True)
+    for name in ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx", "decoder_model_merged.onnx"):
+        shutil.copy(os.path.join(tmp, name), sys.argv[1])
+cfg.save_pretrained(sys.argv[1])
+transformers.GenerationConfig.from_model_config(cfg).save_pretrained(sys.argv[1])
+'''
+    subprocess.run([sys.executable, "-c", code, str(folder)], check=True, env=dict(os.environ, PYTHONHASHSEED="0"))
+    return folder
+
+
+def timed(cmd):
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return time.perf_counter() - t0, p
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    if not BIN.exists():
+        sys.exit(f"{BIN} not found: run `cargo build --release` first")
+    folder = generate(Path(os.environ.get("BENCH_DIR", "/tmp/onnx-contract-bench")))
+    size = sum(f.stat().st_size for f in folder.glob("*.onnx"))
+    print(f"folder: {folder} ({size / 1e6:.0f} MB of ONNX in 4 files)")
+    ours, theirs = [], []
+    report = None
+    for _ in range(args.runs):
+        t, p = timed([BIN, "check", folder, "--format", "json", "--no-fetch"])
+        assert p.returncode == 0, p.stdout.decode()[-3000:] + p.stderr.decode()[-2000:]
+        ours.append(t)
+        report = json.loads(p.stdout)
+        t, p = timed([sys.executable, "-c", PY_DRIVER, folder])
+        assert p.returncode == 0, p.stderr.decode()[-2000:]
+        theirs.append(t)
+    a, b = statistics.median(ours), statistics.median(theirs)
+    print(f"onnx-contract check DIR (zero flags): median {a:.2f} s over {args.runs} runs {['%.2f' % x for x in ours]}")
+    print(f"python onnxruntime, same 21 decoder runs + 2 encoder runs: median {b:.2f} s {['%.2f' % x for x in theirs]}")
+    for f in report["files"]:
+        steps = (f.get("runtime") or {}).get("steps", [])
+        parity = [s["parity_max_abs_diff"] for s in steps if s.get("parity_max_abs_diff") is not None]
+        print(f"  {f['path']}: {f['role']}, {f['verdict']}, {len(steps)} steps, parity max {max(parity) if parity else '-'}")
+    print(f"ratio {a / b:.2f}x (goal <= 1.0x): {'MET' if a / b <= 1.0 else 'NOT MET'}")
+
+
+if __name__ == "__main__":
+    main()
