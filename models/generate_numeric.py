@@ -45,9 +45,11 @@ touched. Generating ends with the measurements (see NUMERIC-NOTES.md).
   llama-genai-config-mismatch/  the same files with genai_config.json claiming
                         num_key_value_heads 4 (the graph has 2).
   gpt2-fp16-overflow/   gpt2-tiny in float16 (float16 I/O) after scaling the
-                        h.0 MLP c_fc weight by 3e5 (the converter clamps it to
-                        +-1e4): /transformer/h.0/mlp/c_fc/Gemm overflows 65504,
-                        logits and layer-1 presents are NaN.
+                        h.0 attention c_attn weight by 1e6 (the converter clamps
+                        it to +-1e4): /transformer/h.0/attn/c_attn/Gemm overflows
+                        65504 for every token at every position, so present.0.*
+                        hold +-Inf and logits and present.1.* are NaN under a
+                        default ORT session (and with optimizations off).
 """
 import json
 import os
@@ -139,15 +141,28 @@ def gen_marian_fp16_cast_bug():
     onnx.save(to_fp16(onnx.load(src / "decoder_model_merged.onnx"), block_casts=False), out / "decoder_model_merged.onnx")
 
 
-OVERFLOW_WEIGHT, OVERFLOW_SCALE = "transformer.h.0.mlp.c_fc.weight", 3e5
+OVERFLOW_WEIGHT, OVERFLOW_SCALE = "transformer.h.0.attn.c_attn.weight", 1e6
 
 
 def gen_gpt2_fp16_overflow():
     """gpt2-tiny in float16 (float16 I/O) with one Gemm weight scaled so its
-    output overflows float16: the h.0 MLP c_fc weight times 3e5 (the converter
-    clamps values beyond 1e4 to +-1e4). With 1e5 only GELU's Pow overflows and
-    tanh saturates, so the logits stay finite; 3e5 makes the Gemm itself give
-    +-Inf, then NaN in every later layer and in the logits."""
+    output overflows float16 in every ORT session: the h.0 attention c_attn
+    weight (q, k and v projections) times 1e6; the converter clamps values
+    beyond 1e4 to +-1e4 (62% of the entries). For every token at every position
+    some k or v output is beyond 65504 (the smallest per-pair maximum is about
+    67500), so present.0.key/value hold +-Inf; the Inf in v turns the attention
+    product into NaN, which reaches the logits and present.1.*.
+
+    Why c_attn: ORT's CPU provider (1.31.1, x86-64) runs this graph's
+    arithmetic (Gemm, MatMul, Add, Mul, Pow, Tanh, the softmax) in float32
+    behind Casts it inserts at every optimization level, ORT_DISABLE_ALL
+    included; only LayerNormalization and data movement (Reshape, Split,
+    Concat, Transpose) run in float16. A value is rounded to float16 only where
+    it meets one of those or a graph output. The MLP (c_fc, GELU, c_proj, the
+    residual Add) is one float32 stretch: an overflow inside it (the earlier
+    c_fc x 3e5) never reached float16, so a plain session gave finite outputs.
+    c_attn's output goes through Reshape/Split into the present outputs, so it
+    is rounded to float16 right after the Gemm."""
     src, out = SRC / "gpt2-tiny", OUT / "gpt2-fp16-overflow"
     copy_configs(src, out)
     m = onnx.load(src / "model.onnx")
@@ -496,28 +511,153 @@ def verify_genai(folder):
             print("  " + fmt(f"shared buffer step {k - 3} cached vs uncached", compare(out["logits"][0, -1], full["logits"][0, -1])))
 
 
-def verify_overflow(folder):
-    m = onnx.load(folder / "model.onnx")
+OVERFLOW_PROMPT = [3, 14, 15, 92]
+OVERFLOW_RANDOM = 50  # random 4-token prompts, numpy default_rng(SEED)
+
+
+def _overflow_session(path, disable_all):
+    """A default InferenceSession (CPU, default graph optimizations), or one with
+    ORT_DISABLE_ALL. Default thread count: the point is what a plain session does."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if disable_all:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def _presents_bad(out):
+    return sorted(k for k, v in out.items() if k.startswith("present.") and nonfinite(v))
+
+
+def _overflow_counts(s, rng):
+    """Per prompt: the prompt (zero-length float16 past), then one cached step
+    with the argmax token (NaN counted as -inf). Counts of non-finite outputs."""
+    c = dict(logits=0, presents=0, step_logits=0, step_presents=0)
+    names = set()
+    for _ in range(OVERFLOW_RANDOM):
+        ids = rng.integers(0, 1000, size=(1, 4), dtype=np.int64)
+        out = run(s, ids)
+        c["logits"] += bool(nonfinite(out["logits"]))
+        c["presents"] += bool(_presents_bad(out))
+        names.update(k for k, v in out.items() if nonfinite(v))
+        last = np.nan_to_num(out["logits"][0, -1].astype(np.float64), nan=-np.inf)
+        tok = np.array([[int(last.argmax())]], dtype=np.int64)
+        step = run(s, tok, next_past(None, out))
+        c["step_logits"] += bool(nonfinite(step["logits"]))
+        c["step_presents"] += bool(_presents_bad(step))
+        names.update(k for k, v in step.items() if nonfinite(v))
+    return c, sorted(names)
+
+
+def _expose_all(m):
+    """Every node output as a graph output (the types from shape inference)."""
     inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(m).graph.value_info}
     have = {o.name for o in m.graph.output}
+    missing = []
     for n in m.graph.node:
         for o in n.output:
-            if o in inferred and o not in have:
-                m.graph.output.append(inferred[o])
-                have.add(o)
-    with tempfile.TemporaryDirectory() as tmp:
-        onnx.save(m, Path(tmp) / "all.onnx")
-        s = session(Path(tmp) / "all.onnx")
-        prompt = np.array([[3, 14, 15, 92]], dtype=np.int64)
-        out = run(s, prompt)
-    print(f"  prompt {prompt[0].tolist()}: logits {out['logits'].dtype}, non-finite: {nonfinite(out['logits']) or 'none'}")
-    for k in sorted(o for o in out if o.startswith("present.")):
-        print(f"    {k}: {nonfinite(out[k]) or 'finite'}")
-    bad = lambda name: name in out and out[name].dtype.kind == "f" and nonfinite(out[name])
-    print("  nodes whose float inputs are all finite and whose output is not (graph order):")
+            if o in have:
+                continue
+            if o not in inferred:
+                missing.append(o)
+                continue
+            m.graph.output.append(inferred[o])
+            have.add(o)
+    return missing
+
+
+def _first_nonfinite(m, out):
+    """Nodes (graph order, which is topological) whose output has NaN/Inf while
+    every float input is finite. Returns (constants, first non-Constant node)."""
+    vals = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    vals.update(out)
+    bad = lambda name: name in vals and vals[name].dtype.kind == "f" and bool(nonfinite(vals[name]))
+    consts = []
     for n in m.graph.node:
         if any(bad(o) for o in n.output) and not any(bad(i) for i in n.input):
-            print(f"    {n.name} ({n.op_type}): {[(o, nonfinite(out[o])) for o in n.output if bad(o)]}")
+            if n.op_type == "Constant":
+                consts.append(n)  # the attention-mask fill: -inf by design
+                continue
+            ranges = [(i, str(vals[i].dtype), float(vals[i].min()), float(vals[i].max()))
+                      for i in n.input if i in vals and vals[i].dtype.kind == "f"]
+            outs = [(o, nonfinite(vals[o])) for o in n.output if bad(o)]
+            return consts, (n, ranges, outs)
+    return consts, None
+
+
+def _overflow_coverage(s, vocab=1000, positions=128, rows=100):
+    """Every token id at every position (rows of one token repeated over all
+    positions, zero-length past): does present.0.key or .value hold an Inf for
+    that (token, position)? And single-token prompts at position 0: logits?"""
+    covered = 0
+    for lo in range(0, vocab, rows):
+        ids = np.repeat(np.arange(lo, lo + rows, dtype=np.int64)[:, None], positions, axis=1)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                 "position_ids": np.repeat(np.arange(positions, dtype=np.int64)[None], rows, axis=0)}
+        for inp in s.get_inputs():
+            if inp.name.startswith("past_key_values."):
+                feeds[inp.name] = np.zeros((rows, inp.shape[1], 0, inp.shape[3]), dtype=np.float16)
+        names = ["present.0.key", "present.0.value"]
+        out = dict(zip(names, s.run(names, feeds)))
+        inf = np.isinf(out["present.0.key"]).any(axis=(1, 3)) | np.isinf(out["present.0.value"]).any(axis=(1, 3))
+        covered += int(inf.sum())
+    print(f"    (token, position) pairs whose present.0.key/value hold an Inf: {covered}/{vocab * positions}")
+    ids = np.arange(vocab, dtype=np.int64)[:, None]
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "position_ids": np.zeros_like(ids)}
+    for inp in s.get_inputs():
+        if inp.name.startswith("past_key_values."):
+            feeds[inp.name] = np.zeros((vocab, inp.shape[1], 0, inp.shape[3]), dtype=np.float16)
+    logits = s.run(["logits"], feeds)[0]
+    finite = [int(t) for t in np.flatnonzero(np.isfinite(logits).reshape(vocab, -1).all(axis=1))]
+    print(f"    single-token prompts (position 0) with non-finite logits: {vocab - len(finite)}/{vocab}; finite for token ids {finite}")
+
+
+def verify_overflow(folder):
+    path = folder / "model.onnx"
+    s = _overflow_session(path, False)
+    ins, outs = signature(s)
+    print("  inputs:", ins)
+    print("  outputs:", outs)
+    prompt = np.array([OVERFLOW_PROMPT], dtype=np.int64)
+    for label, disable in (("default session", False), ("ORT_DISABLE_ALL", True)):
+        s = _overflow_session(path, disable)
+        out = run(s, prompt)
+        step = run(s, np.array([[0]], dtype=np.int64), next_past(None, out))
+        print(f"  {label}, prompt {OVERFLOW_PROMPT}:")
+        for k, v in out.items():
+            print(f"    {k}: {nonfinite(v) or 'finite'} ({int(np.isnan(v).sum())} NaN, {int(np.isinf(v).sum())} Inf of {v.size})")
+        print(f"    cached step (token 0, past 4): " + ", ".join(f"{k} {nonfinite(v) or 'finite'}" for k, v in step.items()))
+        c, names = _overflow_counts(s, np.random.default_rng(SEED))
+        n = OVERFLOW_RANDOM
+        print(f"  {label}, {n} random 4-token prompts: non-finite logits {c['logits']}/{n}, presents {c['presents']}/{n};"
+              f" cached step: logits {c['step_logits']}/{n}, presents {c['step_presents']}/{n}")
+        print(f"    outputs that went non-finite: {names}")
+        if not disable:
+            _overflow_coverage(s)
+    # Where it starts: optimizations off, every node output exposed.
+    m = onnx.load(path)
+    missing = _expose_all(m)
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx.save(m, Path(tmp) / "all.onnx")
+        s = _overflow_session(Path(tmp) / "all.onnx", True)
+        print(f"  every node output exposed ({len(m.graph.output)} outputs, {len(missing)} without a type left out), ORT_DISABLE_ALL:")
+        consts, first = _first_nonfinite(m, run(s, prompt))
+        print(f"    skipped Constant nodes that are non-finite by design: {[(c.name, nonfinite(numpy_helper.to_array(c.attribute[0].t))) for c in consts]}")
+        if first is None:
+            print("    no node turns finite inputs into NaN/Inf")
+        else:
+            n, ranges, outs = first
+            print(f"    prompt {OVERFLOW_PROMPT}: first node with finite float inputs and a non-finite output: {n.name} ({n.op_type}) -> {outs}")
+            for name, dt, lo, hi in ranges:
+                print(f"      input {name} {dt}: min {lo:.6g} max {hi:.6g}")
+        rng, same = np.random.default_rng(SEED), {}
+        for _ in range(OVERFLOW_RANDOM):
+            _, f = _first_nonfinite(m, run(s, rng.integers(0, 1000, size=(1, 4), dtype=np.int64)))
+            key = f"{f[0].name} ({f[0].op_type})" if f else "none"
+            same[key] = same.get(key, 0) + 1
+        print(f"    over the {OVERFLOW_RANDOM} random prompts: {same}")
 
 
 VERIFIERS = {

@@ -128,6 +128,11 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
     for node in &graph.node {
         counts.visit_node(node);
     }
+    let mut weight_elements = std::collections::BTreeMap::new();
+    for t in &graph.initializer {
+        let n: u64 = t.dims.iter().map(|&d| d.max(0) as u64).product();
+        *weight_elements.entry(ElemType::from_code(t.data_type.unwrap_or(0)).to_string()).or_insert(0) += n;
+    }
 
     let mut external_data = Vec::new();
     collect_external(graph, &mut external_data);
@@ -146,6 +151,8 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
         node_count: graph.node.len(),
         subgraph_node_count: counts.subgraph_nodes,
         if_node_count: counts.if_nodes,
+        op_types: counts.op_types,
+        weight_elements,
         initializer_count: graph.initializer.len() + graph.sparse_initializer.len(),
         external_data,
         file_size: 0,
@@ -225,12 +232,18 @@ fn dims(shape: &pb::TensorShapeProto) -> Vec<Dim> {
 struct SubgraphCounts {
     subgraph_nodes: usize,
     if_nodes: usize,
+    op_types: std::collections::BTreeSet<String>,
 }
 
 impl SubgraphCounts {
     fn visit_node(&mut self, node: &pb::NodeProto) {
         if node.op_type.as_deref() == Some("If") {
             self.if_nodes += 1;
+        }
+        if let Some(op) = &node.op_type {
+            if !self.op_types.contains(op) {
+                self.op_types.insert(op.clone());
+            }
         }
         for attr in &node.attribute {
             for g in attr.g.iter().chain(attr.graphs.iter()) {

@@ -326,6 +326,11 @@ pub struct Signature {
     pub subgraph_node_count: usize,
     /// `If` nodes anywhere in the model.
     pub if_node_count: usize,
+    /// Every operator used, in the main graph and in subgraphs.
+    pub op_types: std::collections::BTreeSet<String>,
+    /// Elements of the main graph's initializers per element type
+    /// (`float16` → 1.2e6): what precision the weights are stored in.
+    pub weight_elements: std::collections::BTreeMap<String, u64>,
     /// Initializers of the main graph.
     pub initializer_count: usize,
     /// Tensors stored in external data files.

@@ -6,6 +6,7 @@
 use super::{Checker, Setup};
 use crate::finding::{Code, Finding, Severity};
 use crate::folder::config::{ModelConfig, Size};
+use crate::folder::genai::GenaiConfig;
 use crate::folder::{consistency, contracts, discover, roles::role_of, sizes, FoundFile, Role};
 use crate::report::{FileReport, FolderReport, Report};
 use crate::signature::Signature;
@@ -25,6 +26,8 @@ struct Entry {
 struct Folder {
     entries: Vec<Entry>,
     config: Option<ModelConfig>,
+    /// onnxruntime-genai's own contract for its decoder file.
+    genai: Option<GenaiConfig>,
     family: &'static str,
     sizes: BTreeMap<String, Size>,
 }
@@ -69,11 +72,24 @@ fn read_folder(checker: &Checker, dir: &Path, only: Option<&Path>) -> Result<Fol
         }
     }
     let config = ModelConfig::read(dir)?;
+    let genai = GenaiConfig::read(dir)?;
     let main = primary(&entries);
     let seq2seq = main.is_some_and(|e| contracts::is_seq2seq(&e.sig));
-    let family = family_of(checker, config.as_ref().and_then(|c| c.model_type.as_deref()), seq2seq);
-    let sizes = sizes::resolve(&config.clone().unwrap_or_default(), main.map(|e| (e.file.rel.as_str(), &e.sig)));
-    Ok(Folder { entries, config, family, sizes })
+    let model_type = config.as_ref().and_then(|c| c.model_type.as_deref());
+    let family = family_of(checker, model_type.or(genai.as_ref().and_then(|g| g.model_type.as_deref())), seq2seq);
+    let sizes = sizes::resolve(&stated(config.as_ref(), genai.as_ref()), main.map(|e| (e.file.rel.as_str(), &e.sig)));
+    Ok(Folder { entries, config, genai, family, sizes })
+}
+
+/// Sizes the config files state; genai_config.json (written with the ONNX
+/// file by its exporter) wins over config.json where both state one.
+fn stated(config: Option<&ModelConfig>, genai: Option<&GenaiConfig>) -> ModelConfig {
+    let mut c = config.cloned().unwrap_or_default();
+    if let Some(g) = genai {
+        c.sizes.extend(g.config.sizes.clone());
+        c.model_type = c.model_type.or(g.model_type.clone());
+    }
+    c
 }
 
 /// The sibling of `of` with `role`, same variant first, else the plain one.
@@ -138,7 +154,15 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
         driven_as = format!("static check only (a run would drive it as: {driven_as})");
     }
     let shown = e.file.rel.clone();
-    let report = match contracts::for_role(e.role, folder.family, &folder.sizes) {
+    let genai = folder.genai.as_ref().filter(|g| {
+        matches!(e.role, Role::DecoderOnly | Role::MergedDecoder)
+            && g.filename.as_deref().is_none_or(|f| e.file.rel.ends_with(f) && e.file.variant.is_none())
+    });
+    let contract = match genai {
+        Some(g) => Some(g.contract(&folder.sizes)),
+        None => contracts::for_role(e.role, folder.family, &folder.sizes),
+    };
+    let report = match contract {
         None => {
             let f = Finding::new(
                 Code::RoleUnknown,
@@ -149,10 +173,13 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
         }
         Some(contract) => {
             let contract = contract?;
-            let pre = match &folder.config {
+            let mut pre = match &folder.config {
                 Some(c) if e.role != Role::Encoder => sizes::mismatches(c, &shown, &e.sig),
                 _ => Vec::new(),
             };
+            if let Some(g) = genai {
+                pre.extend(sizes::mismatches(&g.config, &shown, &e.sig));
+            }
             checker.check_file(&e.file.path, &shown, &e.sig, &contract, &setup, pre)?
         }
     };
@@ -228,10 +255,11 @@ pub(super) fn run_file(checker: &Checker, model: &Path) -> Result<Report, Error>
                 variant: None,
             };
             let config = ModelConfig::read(dir)?;
+            let genai = GenaiConfig::read(dir)?;
             let seq2seq = contracts::is_seq2seq(&sig);
             let family = family_of(checker, config.as_ref().and_then(|c| c.model_type.as_deref()), seq2seq);
-            let sizes = sizes::resolve(&config.clone().unwrap_or_default(), Some((&file.rel, &sig)));
-            Folder { entries: vec![Entry { file, sig, role }], config, family, sizes }
+            let sizes = sizes::resolve(&stated(config.as_ref(), genai.as_ref()), Some((&file.rel, &sig)));
+            Folder { entries: vec![Entry { file, sig, role }], config, genai, family, sizes }
         }
         Err(e) => return Err(e),
     };

@@ -30,6 +30,8 @@ pub enum Isolation {
 
 /// How one file is driven, beyond the builder's settings (folder mode fills it).
 #[derive(Clone, Debug, Default)]
+// Without the `runtime` feature nothing is driven: only `static_only` is read.
+#[cfg_attr(not(feature = "runtime"), allow(dead_code))]
 struct Setup {
     /// The encoder producing the encoder states.
     encoder: Option<PathBuf>,
@@ -326,10 +328,11 @@ impl Checker {
                 options: options.clone(),
             };
             let source = lib.source.to_string();
-            let report = match &exe {
+            let mut report = match &exe {
                 Some(exe) => child::run(exe, &job, &source, self.timeout),
                 None => child::run_in_process(&job, &source),
             };
+            report.parity_rule = Some(plan.tolerance.clone());
             findings.extend(report.findings.iter().cloned());
             reports.push(report);
         }

@@ -7,6 +7,7 @@ pub mod config;
 pub mod consistency;
 pub mod contracts;
 pub mod discover;
+pub mod genai;
 pub mod init;
 pub mod roles;
 pub mod sizes;

@@ -69,7 +69,7 @@ pub fn mismatches(config: &ModelConfig, file: &str, sig: &Signature) -> Vec<Find
                     ),
                 )
                 .cause(Some(
-                    "the export and its config.json disagree: a model exported from another config, or a config edited after export"
+                    "the export and its config file disagree: a model exported from another config, or a config edited after export"
                         .into(),
                 )),
             );

@@ -285,6 +285,9 @@ pub fn runtime_section(r: &RuntimeReport) -> String {
         r.ort_path,
         r.session_seconds.map(|s| format!(", session created in {s:.2} s")).unwrap_or_default()
     );
+    if let Some(rule) = &r.parity_rule {
+        let _ = writeln!(out, "parity tolerance {}: {}", rule.describe(), rule.reason);
+    }
     if r.steps.is_empty() {
         return out;
     }
@@ -294,6 +297,8 @@ pub fn runtime_section(r: &RuntimeReport) -> String {
         "result",
         "ms",
         "parity max |Δ|",
+        "rel.",
+        "greedy",
         "logits",
         "self-attn present",
         "cross-attn present",
@@ -317,6 +322,8 @@ pub fn runtime_section(r: &RuntimeReport) -> String {
             result,
             row.seconds.map(|s| format!("{:.1}", s * 1000.0)).unwrap_or_default(),
             row.parity_max_abs_diff.map(|p| format!("{p:.2e}")).unwrap_or_default(),
+            row.parity_rel_diff.map(|p| format!("{p:.1e}")).unwrap_or_default(),
+            row.greedy_agrees.map(|g| if g { "same" } else { "DIFFERS" }.to_string()).unwrap_or_default(),
             out_shape(&|n| n == "logits"),
             out_shape(&|n| n.starts_with("present") && !n.contains(".encoder.")),
             out_shape(&|n| n.starts_with("present") && n.contains(".encoder.")),

@@ -40,10 +40,14 @@ pub(crate) fn step_outputs(plan: &Plan, out: &Outputs, e: &Expect) -> Vec<StepIs
             }
         }
     }
-    if let Some(l) = out.floats.get(&plan.logits) {
-        let bad = l.iter().filter(|v| !v.is_finite()).count();
-        if bad > 0 {
-            issue(Code::NonFinite, format!("`{}` has {bad} NaN/Inf values", plan.logits), &plan.logits);
+    // NaN/Inf in logits or in a present (float16 overflow): which tensor, how many.
+    for name in std::iter::once(&plan.logits).chain(plan.self_past.iter().map(|c| &c.present)) {
+        if let Some(l) = out.floats.get(name) {
+            let nan = l.iter().filter(|v| v.is_nan()).count();
+            let inf = l.iter().filter(|v| v.is_infinite()).count();
+            if nan + inf > 0 {
+                issue(Code::NonFinite, format!("`{name}` has {nan} NaN and {inf} Inf values (of {})", l.len()), name);
+            }
         }
     }
     let axis = plan.seq_axis;
@@ -87,17 +91,40 @@ pub(crate) fn step_outputs(plan: &Plan, out: &Outputs, e: &Expect) -> Vec<StepIs
     issues
 }
 
-/// Max |cached − uncached| over the last position's logits, in f64.
-pub(crate) fn max_abs_last(cached: &ArrayD<f32>, full: &ArrayD<f32>) -> f64 {
+/// Cached against uncached logits at the last position, in f64.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Gap {
+    /// Max |cached − uncached|.
+    pub(crate) abs: f64,
+    /// `abs` over max |uncached logit|.
+    pub(crate) rel: f64,
+    /// Every row's greedy (argmax) token is the same on both paths.
+    pub(crate) greedy_agrees: bool,
+}
+
+/// The gap between cached and uncached logits at the last position.
+pub(crate) fn gap(cached: &ArrayD<f32>, full: &ArrayD<f32>) -> Gap {
+    let worst = Gap { abs: f64::INFINITY, rel: f64::INFINITY, greedy_agrees: false };
     let last = |a: &ArrayD<f32>| a.index_axis(Axis(1), a.shape()[1].saturating_sub(1)).to_owned();
-    if cached.ndim() < 2 || full.ndim() < 2 || cached.shape()[1] == 0 || full.shape()[1] == 0 {
-        return f64::INFINITY;
+    if cached.ndim() < 3 || full.ndim() < 3 || cached.shape()[1] == 0 || full.shape()[1] == 0 {
+        return worst;
     }
     let (x, y) = (last(cached), last(full));
     if x.shape() != y.shape() {
-        return f64::INFINITY;
+        return worst;
     }
-    x.iter().zip(y.iter()).map(|(a, b)| (f64::from(*a) - f64::from(*b)).abs()).fold(0.0, f64::max)
+    // A NaN on either side is a NaN gap (f64::max would skip it).
+    let abs = x.iter().zip(y.iter()).map(|(a, b)| (f64::from(*a) - f64::from(*b)).abs()).fold(0.0_f64, |m, d| {
+        if d.is_nan() || m.is_nan() {
+            f64::NAN
+        } else {
+            m.max(d)
+        }
+    });
+    let scale = y.iter().map(|v| f64::from(*v).abs()).fold(0.0, f64::max);
+    let rel = if scale > 0.0 { abs / scale } else { abs };
+    let greedy_agrees = (0..x.shape()[0]).all(|row| argmax_last(cached, row) == argmax_last(full, row));
+    Gap { abs, rel, greedy_agrees }
 }
 
 /// The greedy token of row `batch` at the last position.
@@ -116,14 +143,17 @@ pub(crate) fn argmax_last(logits: &ArrayD<f32>, batch: usize) -> i64 {
     best.0 as i64
 }
 
-/// The parity issue, when the gap is over the plan's tolerance (or NaN).
-pub(crate) fn parity_issue(plan: &Plan, max_abs: f64) -> Option<StepIssue> {
-    (max_abs.is_nan() || max_abs > plan.tolerance).then(|| {
+/// The parity issue, when the gap is beyond what the numeric form explains.
+pub(crate) fn parity_issue(plan: &Plan, g: Gap) -> Option<StepIssue> {
+    plan.tolerance.exceeded(g.abs, g.rel).then(|| {
         StepIssue::error(
             Code::Parity,
             format!(
-                "cached logits differ from recomputing the prefix without cache: max |Δ| {max_abs:.3e} > tolerance {:.0e}",
-                plan.tolerance
+                "cached logits differ from recomputing the prefix without cache: max |Δ| {:.3e} (relative {:.2e}) > tolerance {}{}",
+                g.abs,
+                g.rel,
+                plan.tolerance.describe(),
+                if g.greedy_agrees { "" } else { "; the greedy token differs" }
             ),
             Some(&plan.logits),
         )

@@ -26,7 +26,7 @@ pub(crate) fn child_main() -> i32 {
     let job: Job = match serde_json::from_str(&input) {
         Ok(j) => j,
         Err(e) => {
-            let ev = Event::Fatal { stage: Stage::Child, message: format!("bad job: {e}"), cause: None };
+            let ev = Event::Fatal { stage: Stage::Child, message: format!("bad job: {e}"), cause: None, node: None };
             let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&ev).unwrap_or_default());
             return 64;
         }
@@ -67,6 +67,7 @@ pub(crate) fn run(exe: &Path, job: &Job, source: &str, timeout: Duration) -> Run
                 stage: Stage::Child,
                 message: format!("cannot start {}: {e}", exe.display()),
                 cause: None,
+                node: None,
             });
             return report;
         }

@@ -59,6 +59,33 @@ pub(crate) fn session_cause(message: &str) -> Option<String> {
     }
 }
 
+/// A load failure that names a node (type inference inside an `If` branch,
+/// the classic broken float16 conversion): the node's path and the cause.
+pub(crate) fn load_failure_node(model: &Path, message: &str) -> Option<(String, String)> {
+    // `Type Error: Type (tensor(float16)) of output arg (x) of node (Cast_461) does not match expected type (tensor(float))`
+    let after = message.split("Type Error: Type (").nth(1)?;
+    let got = after.split(')').next()?.trim_start_matches("tensor(").to_string();
+    let name = after.split("of node (").nth(1)?.split(')').next()?.to_string();
+    let expected = after.split("expected type (").nth(1)?.split(')').next()?.trim_start_matches("tensor(").to_string();
+    let bytes = std::fs::read(model).ok()?;
+    let path = graph_edit::find_node(&bytes, &name, &|_| None)?;
+    let float = |t: &str| t.starts_with("float");
+    let cause = if path.op_type == "Cast" && float(&got) && float(&expected) {
+        format!(
+            "a precision conversion left this Cast inconsistent: it casts to {} while its output is declared {got} \
+             (a float16 conversion that kept some Casts, e.g. onnxconverter-common's op_block_list / node_block_list); \
+             convert again keeping the Cast nodes and their consumers in one precision, or fix the Cast's `to`",
+            if expected == "float" { "float32" } else { &expected }
+        )
+    } else {
+        format!(
+            "type inference failed at this {} node: its output is declared {got} but computed as {expected}",
+            path.op_type
+        )
+    };
+    Some((format!("{} ({})", path.display(), path.op_type), cause))
+}
+
 /// `running Reshape node. Name:'/Reshape_5'`, innermost (last) occurrence.
 fn failing_node(message: &str) -> Option<(String, String)> {
     let mut found = None;

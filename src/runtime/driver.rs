@@ -3,7 +3,9 @@
 //! child process (or in-process when asked); never prints.
 
 use super::checks::{self, Expect};
-use super::diagnose::{diagnose, failure_cause, first_line, load_error_cause, runtime_version, session_cause};
+use super::diagnose::{
+    diagnose, failure_cause, first_line, load_error_cause, load_failure_node, runtime_version, session_cause,
+};
 use super::events::{Event, Stage};
 use super::feeds::{self, Cache, Feed, Rng, StepInput, Uncached};
 use super::options::{Job, Options};
@@ -16,7 +18,7 @@ use std::path::Path;
 use std::time::Instant;
 
 fn fatal(stage: Stage, message: String, cause: Option<String>) -> Event {
-    Event::Fatal { stage, message, cause }
+    Event::Fatal { stage, message, cause, node: None }
 }
 
 /// A fatal event as the error of [`prepare`] (boxed: events are large).
@@ -98,8 +100,11 @@ fn prepare<'a>(
     let (plan, opts) = (&job.plan, &job.options);
     let t0 = Instant::now();
     let session = open(env, &job.model, opts).map_err(|m| {
-        let cause = session_cause(&m);
-        stop(Stage::Session, m, cause)
+        let (node, cause) = match load_failure_node(&job.model, &m) {
+            Some((path, cause)) => (Some(path), Some(cause)),
+            None => (None, session_cause(&m)),
+        };
+        Box::new(Event::Fatal { stage: Stage::Session, message: m, cause, node })
     })?;
     emit(Event::Session { model: job.model.display().to_string(), seconds: t0.elapsed().as_secs_f64() });
     if let Some(first) = plan.unknown_inputs.first() {
@@ -216,7 +221,7 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
         let mut parity = None;
         if step > 0 {
             match recompute(ctx, &tokens, dummy, &cache) {
-                Ok(full) => parity = out.floats.get(&plan.logits).map(|c| checks::max_abs_last(c, &full)),
+                Ok(full) => parity = out.floats.get(&plan.logits).map(|c| checks::gap(c, &full)),
                 Err(message) => issues.push(super::events::StepIssue::error(
                     crate::finding::Code::Parity,
                     format!("recomputing without cache failed: {}", first_line(&message)),
@@ -226,7 +231,16 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
         }
         issues.extend(parity.and_then(|p| checks::parity_issue(plan, p)));
         let failed_hard = issues.iter().any(|i| i.code != crate::finding::Code::Parity);
-        emit(Event::Step { variant: dummy, step, outputs: out.infos.clone(), seconds, parity, issues });
+        emit(Event::Step {
+            variant: dummy,
+            step,
+            outputs: out.infos.clone(),
+            seconds,
+            parity: parity.map(|g| g.abs),
+            parity_rel: parity.map(|g| g.rel),
+            greedy_agrees: parity.map(|g| g.greedy_agrees),
+            issues,
+        });
         let Some(logits) = out.floats.get(&plan.logits).filter(|_| !failed_hard) else { return };
 
         // Next step: greedy token, self cache from presents, cross cache kept from step 0.

@@ -134,6 +134,12 @@ pub enum Event {
         seconds: f64,
         /// Max |cached - recomputed| of the last position's logits.
         parity: Option<f64>,
+        /// `parity` over max |recomputed logit|.
+        #[serde(default)]
+        parity_rel: Option<f64>,
+        /// Whether the greedy token is the same on both paths.
+        #[serde(default)]
+        greedy_agrees: Option<bool>,
         /// Checks that did not hold.
         issues: Vec<StepIssue>,
     },
@@ -158,6 +164,9 @@ pub enum Event {
         message: String,
         /// The mechanism, when known.
         cause: Option<String>,
+        /// The node the message names, with its `If` branch, when it names one.
+        #[serde(default)]
+        node: Option<String>,
     },
     /// Every run finished.
     Done,

@@ -9,6 +9,7 @@ pub mod compat;
 pub mod events;
 pub mod graph_edit;
 pub mod locate;
+pub mod numeric;
 pub mod plan;
 pub mod report;
 

@@ -54,8 +54,8 @@ pub struct Plan {
     pub seq_axis: usize,
     /// Past lengths fed at step 0, one run each.
     pub step0_past_lengths: Vec<i64>,
-    /// Max |Δ| allowed between cached and uncached logits.
-    pub tolerance: f64,
+    /// How far cached logits may depart from uncached ones, by numeric form.
+    pub tolerance: super::numeric::Tolerance,
     /// Decoder-only: the mask over past + new tokens.
     pub attention_mask: Option<String>,
     /// Positions continuing the past, when the model takes them.
@@ -228,7 +228,7 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         cross_past,
         seq_axis,
         step0_past_lengths,
-        tolerance: cache.parity_tolerance.unwrap_or(1e-4),
+        tolerance: super::numeric::tolerance(super::numeric::form(sig), cache.parity_tolerance),
         attention_mask,
         position_ids,
         encoder_hidden_states,

@@ -26,6 +26,12 @@ pub struct StepRow {
     /// Max |cached − uncached| of the last position's logits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parity_max_abs_diff: Option<f64>,
+    /// `parity_max_abs_diff` over max |uncached logit|.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parity_rel_diff: Option<f64>,
+    /// Whether the greedy token agrees between the cached and uncached paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub greedy_agrees: Option<bool>,
     /// Every feed's dtype and shape.
     pub feeds: Vec<TensorInfo>,
     /// Every output's dtype and shape.
@@ -51,6 +57,9 @@ pub struct RuntimeReport {
     /// Session creation time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_seconds: Option<f64>,
+    /// The parity rule applied: numeric form, bound, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parity_rule: Option<super::numeric::Tolerance>,
     /// Every step of every run.
     pub steps: Vec<StepRow>,
     /// Set when the child process died or hung.
@@ -80,6 +89,7 @@ impl RuntimeReport {
             ort_path: lib.display().to_string(),
             ort_source: source.to_string(),
             session_seconds: None,
+            parity_rule: None,
             steps: Vec::new(),
             crash: None,
             findings: Vec::new(),
@@ -105,17 +115,21 @@ impl RuntimeReport {
                 ok: false,
                 seconds: None,
                 parity_max_abs_diff: None,
+                parity_rel_diff: None,
+                greedy_agrees: None,
                 feeds,
                 outputs: Vec::new(),
                 error: None,
                 failed_node: None,
             }),
-            Event::Step { variant, step, outputs, seconds, parity, issues } => {
+            Event::Step { variant, step, outputs, seconds, parity, parity_rel, greedy_agrees, issues } => {
                 let ok = issues.iter().all(|i| i.severity != Severity::Error);
                 if let Some(row) = self.row(variant, step) {
                     row.ok = ok;
                     row.seconds = Some(seconds);
                     row.parity_max_abs_diff = parity;
+                    row.parity_rel_diff = parity_rel;
+                    row.greedy_agrees = greedy_agrees;
                     row.outputs = outputs;
                 }
                 for i in issues {
@@ -150,12 +164,13 @@ impl RuntimeReport {
                 let f = self.finding(f);
                 self.findings.push(f);
             }
-            Event::Fatal { stage, message, cause } => {
+            Event::Fatal { stage, message, cause, node } => {
                 // A fatal event is an orderly end, not a crash.
                 self.done = true;
                 let message = clean_ort_message(&message);
-                let f =
-                    self.finding(Finding::error(stage.code(), format!("{}: {message}", stage.label())).cause(cause));
+                let mut f = Finding::error(stage.code(), format!("{}: {message}", stage.label())).cause(cause);
+                f.node = node;
+                let f = self.finding(f);
                 self.findings.push(f);
             }
             Event::Done => self.done = true,
