@@ -44,6 +44,7 @@ const FOLDER_CASES: &[(&str, &str, &[&str])] = &[
     ("tests/bad/folders/broken-config", "config.json", &["not valid JSON", "line 4"]),
     ("tests/bad/folders/config-not-object", "config.json", &["not a JSON object"]),
     ("tests/bad/folders/bad-model", "decoder_model.onnx", &["not an ONNX ModelProto"]),
+    ("tests/bad/folders/genai-not-genai", "genai_config.json", &["no `model.decoder` object"]),
 ];
 
 fn listing(dir: &Path) -> Vec<String> {

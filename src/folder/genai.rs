@@ -57,12 +57,17 @@ impl GenaiConfig {
         let err = |message: String| ConfigError { path: path.clone(), message };
         let text = std::fs::read(&path).map_err(|e| err(format!("cannot read: {e}")))?;
         let v: Value = serde_json::from_slice(&text).map_err(|e| err(format!("not valid JSON: {e}")))?;
-        if at(&v, "model.decoder").is_none() {
-            return Err(err("no `model.decoder` section: not an onnxruntime-genai config".into()));
+        GenaiConfig::from_value(&v).map(Some).map_err(err)
+    }
+
+    /// What a parsed genai_config.json states, or why it is not one.
+    pub fn from_value(v: &Value) -> Result<GenaiConfig, String> {
+        if at(v, "model.decoder").and_then(Value::as_object).is_none() {
+            return Err("no `model.decoder` object: not an onnxruntime-genai config".into());
         }
         let mut sizes = BTreeMap::new();
         for (name, key) in SIZE_KEYS {
-            let value = match at(&v, key) {
+            let value = match at(v, key) {
                 Some(Value::Array(a)) => a.first().and_then(Value::as_i64),
                 Some(x) => x.as_i64(),
                 None => None,
@@ -71,14 +76,14 @@ impl GenaiConfig {
                 sizes.insert(name.to_string(), Size { value, source: format!("genai_config.json: {key}") });
             }
         }
-        let model_type = at(&v, "model.type").and_then(Value::as_str).map(str::to_string);
-        Ok(Some(GenaiConfig {
-            filename: at(&v, "model.decoder.filename").and_then(Value::as_str).map(str::to_string),
+        let model_type = at(v, "model.type").and_then(Value::as_str).map(str::to_string);
+        Ok(GenaiConfig {
+            filename: at(v, "model.decoder.filename").and_then(Value::as_str).map(str::to_string),
             model_type: model_type.clone(),
             config: ModelConfig { model_type, sizes },
-            inputs: strings(at(&v, "model.decoder.inputs")),
-            outputs: strings(at(&v, "model.decoder.outputs")),
-        }))
+            inputs: strings(at(v, "model.decoder.inputs")),
+            outputs: strings(at(v, "model.decoder.outputs")),
+        })
     }
 
     /// The contract genai_config.json implies for its decoder, sized from `sizes`.

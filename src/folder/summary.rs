@@ -39,7 +39,12 @@ pub struct FolderSummary {
 
 /// Lists, reads and classifies every ONNX file of `dir` (no weights are read).
 pub fn summarize(dir: &Path) -> Result<FolderSummary, crate::Error> {
-    let config = ModelConfig::read(dir)?.unwrap_or_default();
+    let mut config = ModelConfig::read(dir)?.unwrap_or_default();
+    // genai_config.json, written with the model by its exporter, wins where both state a size.
+    if let Some(g) = super::genai::GenaiConfig::read(dir)? {
+        config.sizes.extend(g.config.sizes);
+        config.model_type = config.model_type.or(g.model_type);
+    }
     let mut files = Vec::new();
     for f in discover(dir)? {
         let sig = crate::reader::read_signature(&f.path)?;
