@@ -4,7 +4,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use onnx_contract::contract::{ContractError, ContractErrorKind};
 use onnx_contract::exit;
 use onnx_contract::reader::{external_data_problems, read_signature, ModelError};
-use onnx_contract::render::{json, table, Human, Json, Renderer};
+use onnx_contract::render::{json, table, Github, Human, Json, Junit, Renderer, Sarif};
 use onnx_contract::{Checker, Code, Contract, Verdict};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,8 +28,22 @@ struct Cli {
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 enum Format {
+    /// Tables sized to the terminal.
     Human,
+    /// One JSON document (schemas in `schemas/`).
     Json,
+    /// SARIF 2.1.0 for code scanning (`check` only).
+    Sarif,
+    /// GitHub Actions annotations (`check` only).
+    Github,
+    /// JUnit XML for test dashboards (`check` only).
+    Junit,
+}
+
+/// `--format json` (or `=json`) anywhere on the command line: usage errors
+/// found while parsing it are then JSON too.
+fn wants_json(args: &[String]) -> bool {
+    args.windows(2).any(|w| w[0] == "--format" && w[1] == "json") || args.iter().any(|a| a == "--format=json")
 }
 
 #[derive(Subcommand, Debug)]
@@ -166,8 +180,15 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
             let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let args: Vec<String> = std::env::args().collect();
+            if code == exit::USAGE && wants_json(&args) {
+                let message = e.kind().to_string();
+                let detail = e.to_string();
+                let text = detail.lines().next().map(|l| l.trim_start_matches("error: ")).unwrap_or(&message);
+                emit(&json::to_text(&json::error("usage", text, code)));
+            }
+            let _ = e.print();
             return ExitCode::from(code as u8);
         }
     };
@@ -200,6 +221,14 @@ fn display(p: &Path) -> String {
 
 fn run(cli: Cli) -> Result<i32, Fail> {
     let json_out = cli.format == Format::Json;
+    if matches!(cli.format, Format::Sarif | Format::Github | Format::Junit) && !matches!(cli.command, Command::Check(_))
+    {
+        return Err(Fail {
+            code: exit::USAGE,
+            kind: "usage",
+            message: "--format sarif|github|junit report a check: use them with `check`".into(),
+        });
+    }
     match cli.command {
         Command::Sig { model, unfold } if model.is_dir() => {
             let summary = onnx_contract::folder::summarize(&model)?;
@@ -313,11 +342,11 @@ fn run(cli: Cli) -> Result<i32, Fail> {
             }
             Ok(exit::OK)
         }
-        Command::Check(args) => check(args, json_out),
+        Command::Check(args) => check(args, cli.format),
     }
 }
 
-fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
+fn check(args: CheckArgs, format: Format) -> Result<i32, Fail> {
     let is_dir = args.model.is_dir();
     let builtin_name = args.contract.as_deref().filter(|c| !Path::new(c).exists());
     // A contract file applies to one model; a folder takes a family's name.
@@ -361,7 +390,13 @@ fn check(args: CheckArgs, json_out: bool) -> Result<i32, Fail> {
     if let Some(p) = args.no_cache_model {
         checker = checker.no_cache_model(p);
     }
-    let renderer: &dyn Renderer = if json_out { &Json } else { &Human };
+    let renderer: &dyn Renderer = match format {
+        Format::Json => &Json,
+        Format::Sarif => &Sarif,
+        Format::Github => &Github,
+        Format::Junit => &Junit,
+        Format::Human => &Human,
+    };
     if is_dir {
         let report = checker.run_folder(&args.model)?;
         emit(&renderer.render_folder(&report));

@@ -109,3 +109,19 @@ fn a_float16_conversion_with_a_wrongly_typed_cast_names_the_node_and_branch() {
     assert!(cause.contains("casts to float32 while its output is declared float16"), "{cause}");
     assert_eq!(file(&r, "encoder_model.onnx")["verdict"], "pass");
 }
+
+#[test]
+fn float16_overflow_is_a_non_finite_finding_with_step_and_tensor() {
+    let (code, r) = check_dir("gpt2-fp16-overflow");
+    assert_eq!(code, 2);
+    let f = file(&r, "model.onnx");
+    let found: Vec<(&str, i64)> = f["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["code"] == "non-finite")
+        .map(|x| (x["tensor"].as_str().unwrap(), x["step"].as_i64().unwrap()))
+        .collect();
+    assert!(found.contains(&("logits", 0)), "{found:?}");
+    assert!(found.contains(&("present.0.key", 0)), "{found:?}");
+}

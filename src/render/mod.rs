@@ -2,9 +2,16 @@
 //! binary decides where the text goes. Each check-report format is a
 //! [`Renderer`], a function of the [`Report`] alone.
 
+#[cfg(feature = "cli")]
+pub mod github;
 pub mod json;
 #[cfg(feature = "cli")]
+pub mod junit;
+#[cfg(feature = "cli")]
+pub mod sarif;
+#[cfg(feature = "cli")]
 pub mod table;
+pub mod targets;
 
 use crate::report::{FolderReport, Report};
 
@@ -41,6 +48,51 @@ impl Renderer for Human {
     }
     fn render_folder(&self, report: &FolderReport) -> String {
         table::folder_check(report)
+    }
+}
+
+/// SARIF 2.1.0 (needs the `cli` feature).
+#[cfg(feature = "cli")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sarif;
+
+#[cfg(feature = "cli")]
+impl Renderer for Sarif {
+    fn render(&self, report: &Report) -> String {
+        sarif::render(&targets::Targets::file(report))
+    }
+    fn render_folder(&self, report: &FolderReport) -> String {
+        sarif::render(&targets::Targets::folder(report))
+    }
+}
+
+/// GitHub Actions workflow commands (needs the `cli` feature).
+#[cfg(feature = "cli")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Github;
+
+#[cfg(feature = "cli")]
+impl Renderer for Github {
+    fn render(&self, report: &Report) -> String {
+        github::render(&targets::Targets::file(report))
+    }
+    fn render_folder(&self, report: &FolderReport) -> String {
+        github::render(&targets::Targets::folder(report))
+    }
+}
+
+/// JUnit XML (needs the `cli` feature).
+#[cfg(feature = "cli")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Junit;
+
+#[cfg(feature = "cli")]
+impl Renderer for Junit {
+    fn render(&self, report: &Report) -> String {
+        junit::render(&targets::Targets::file(report))
+    }
+    fn render_folder(&self, report: &FolderReport) -> String {
+        junit::render(&targets::Targets::folder(report))
     }
 }
 
