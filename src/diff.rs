@@ -30,6 +30,10 @@ pub struct DiffRow {
     pub a: String,
     /// `dtype shape` in B, empty where absent.
     pub b: String,
+    /// A's declaration (of the family's first member), as `sig --format json` shows it.
+    pub a_port: Option<crate::summary::PortSummary>,
+    /// B's declaration, likewise.
+    pub b_port: Option<crate::summary::PortSummary>,
 }
 
 /// Header facts that differ (IR version, opsets, producer, counts).
@@ -97,8 +101,12 @@ pub fn diff(a: &Signature, b: &Signature) -> Diff {
                 keyed.push((q.name.clone(), (1, String::new(), describe(q))));
             }
         }
+        let port =
+            |ports: &[Port], name: &str| ports.iter().find(|p| p.name == name).map(crate::summary::PortSummary::of);
         for group in fold(&keyed) {
             let (kind, da, db) = keyed[group.members[0]].1.clone();
+            let first = &keyed[group.members[0]].0;
+            let (a_port, b_port) = (port(pa, first), port(pb, first));
             rows.push(DiffRow {
                 side,
                 change: match kind {
@@ -110,6 +118,8 @@ pub fn diff(a: &Signature, b: &Signature) -> Diff {
                 names: group.members.iter().map(|&i| keyed[i].0.clone()).collect(),
                 a: da,
                 b: db,
+                a_port,
+                b_port,
             });
         }
     }

@@ -48,6 +48,7 @@ fn wants_json(args: &[String]) -> bool {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    #[command(after_help = exit::TABLE)]
     /// Print a model's signature: IR, opsets, inputs and outputs with dtypes and shapes.
     /// For an export folder: every ONNX file with its role, and the sizes config.json states.
     Sig {
@@ -57,8 +58,15 @@ enum Command {
         #[arg(long)]
         unfold: bool,
     },
+    #[command(after_help = exit::TABLE)]
     /// Compare two models' signatures side by side.
-    Diff { a: PathBuf, b: PathBuf },
+    Diff {
+        /// The first .onnx file (A).
+        a: PathBuf,
+        /// The second .onnx file (B).
+        b: PathBuf,
+    },
+    #[command(after_help = exit::TABLE)]
     /// Write a contract from a known-good export (to stdout, or --output).
     /// For an export folder: one contract per ONNX file (YAML documents on
     /// stdout, or `<file stem>.yaml` files in the --output folder).
@@ -69,11 +77,13 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    #[command(after_help = exit::TABLE)]
     /// List the built-in contracts (compiled in), or print one: `specs marian`.
     Specs {
         /// A built-in contract's name, or its family (`marian`, `gpt2`).
         name: Option<String>,
     },
+    #[command(after_help = exit::TABLE)]
     /// Check a model against a contract: the static signature check, then a
     /// KV-cache smoke test on real ONNX Runtime (in a child process).
     Check(CheckArgs),
@@ -88,7 +98,9 @@ struct CheckArgs {
     /// config.json's model_type (or the signature) and sized from it.
     #[arg(long, short)]
     contract: Option<String>,
-    /// Override a contract parameter, e.g. --param hidden=32 (repeatable).
+    /// Override a contract parameter, e.g. --param hidden=32 (repeatable). The
+    /// built-in contracts' parameters: layers, heads or kv_heads, head_dim,
+    /// hidden (seq2seq), vocab (`onnx-contract specs NAME` shows a contract's).
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
     params: Vec<(String, i64)>,
     /// Only the static signature check (no ONNX Runtime).
@@ -97,7 +109,7 @@ struct CheckArgs {
     /// Run the runtime check even when the static check failed.
     #[arg(long)]
     force_run: bool,
-    /// Decoding steps to drive (the field failure happened at step 2).
+    /// Decoding steps per run (bugs of a length baked in at export show at step 2, so at least 3).
     #[arg(long, default_value_t = 4)]
     steps: usize,
     /// Batch size of the feeds.
@@ -193,6 +205,7 @@ fn main() -> ExitCode {
         }
     };
     let format = cli.format;
+    table::set_style(terminal_style());
     let code = match run(cli) {
         Ok(code) => code,
         Err(f) => {
@@ -205,6 +218,43 @@ fn main() -> ExitCode {
     };
     let _ = std::io::stdout().flush();
     ExitCode::from(code as u8)
+}
+
+/// A spinner on stderr with the current stage, shown only on a terminal and
+/// only once the check has taken more than a second (quick checks stay quiet).
+fn progress_line() -> impl Fn(&str) + Send + Sync + 'static {
+    use std::io::IsTerminal;
+    let start = std::time::Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let bar = std::sync::Mutex::new(None::<indicatif::ProgressBar>);
+    move |text: &str| {
+        if !tty || start.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        if let Ok(mut slot) = bar.lock() {
+            let b = slot.get_or_insert_with(|| {
+                let b = indicatif::ProgressBar::new_spinner().with_finish(indicatif::ProgressFinish::AndClear);
+                b.enable_steady_tick(Duration::from_millis(120));
+                b
+            });
+            b.set_message(text.to_string());
+        }
+    }
+}
+
+/// Human output sized to the terminal: `COLUMNS` when set, else the width of
+/// stdout when it is a terminal, else no limit (a pipe or a file). Colors
+/// only on a terminal, and never with `NO_COLOR` set.
+fn terminal_style() -> table::Style {
+    use std::io::IsTerminal;
+    let tty = std::io::stdout().is_terminal();
+    let width = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|w| *w >= 40)
+        .or_else(|| if tty { terminal_size::terminal_size().map(|(w, _)| w.0) } else { None });
+    let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    table::Style { width, color }
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error worth a panic.
@@ -374,7 +424,8 @@ fn check(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         .runtimes(args.ort_libs)
         .fetch(!no_fetch)
         .timeout(Duration::from_secs(args.timeout))
-        .on_notice(|text| eprintln!("onnx-contract: {text} (--no-fetch forbids this)"));
+        .on_notice(|text| eprintln!("onnx-contract: {text} (--no-fetch forbids this)"))
+        .on_progress(progress_line());
     if let Some(c) = contract {
         checker = checker.contract(c);
     }

@@ -118,3 +118,33 @@ fn github_annotations_are_workflow_commands() {
     assert_eq!(out.lines().count(), 1, "{out}");
     assert!(out.starts_with("::notice title=onnx-contract::PASS"));
 }
+
+#[test]
+fn human_output_fits_a_100_column_terminal_and_has_no_color_in_a_pipe() {
+    let spec = [
+        "--contract",
+        "specs/marian-decoder-merged.yaml",
+        "--param",
+        "hidden=32",
+        "--param",
+        "head_dim=4",
+        "--param",
+        "vocab=1000",
+    ];
+    for args in [
+        [&["check", "models/marian-baked-past/decoder_model_merged.onnx", "--no-fetch"][..], &spec[..]].concat(),
+        vec!["check", "models/marian-pair-baked-past", "--no-fetch"],
+        vec!["sig", "models/marian-tiny/decoder_model_merged.onnx"],
+    ] {
+        let out = bin().args(&args).env("COLUMNS", "100").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= 100, "{args:?}: a line of {widest} columns:\n{text}");
+        assert!(text.lines().count() > 20, "{text}");
+        assert!(!text.contains('\u{1b}'), "no ANSI codes when stdout is not a terminal");
+    }
+    // Without COLUMNS, in a pipe: no folding (machine-friendly, as before).
+    let out =
+        bin().args(["check", "models/marian-pair-baked-past", "--no-fetch"]).env_remove("COLUMNS").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).lines().any(|l| l.chars().count() > 100));
+}

@@ -64,6 +64,7 @@ pub struct Checker {
     no_cache_model: Option<PathBuf>,
     isolation: Isolation,
     notice: Option<Notice>,
+    progress: Option<Notice>,
     family: Option<String>,
 }
 
@@ -87,6 +88,7 @@ impl Default for Checker {
             no_cache_model: None,
             isolation: Isolation::default(),
             notice: None,
+            progress: None,
             family: None,
         }
     }
@@ -185,6 +187,20 @@ impl Checker {
     pub fn on_notice(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
         self.notice = Some(Arc::new(f));
         self
+    }
+
+    /// Called with one line per stage of the runtime runs (session created,
+    /// step k), for a progress display; the library never prints.
+    pub fn on_progress(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+
+    #[cfg_attr(not(feature = "runtime"), allow(dead_code))]
+    fn progress(&self, text: &str) {
+        if let Some(f) = &self.progress {
+            f(text);
+        }
     }
 
     #[cfg_attr(not(feature = "runtime"), allow(dead_code))]
@@ -329,7 +345,7 @@ impl Checker {
             };
             let source = lib.source.to_string();
             let mut report = match &exe {
-                Some(exe) => child::run(exe, &job, &source, self.timeout),
+                Some(exe) => child::run(exe, &job, &source, self.timeout, &|m: &str| self.progress(m)),
                 None => child::run_in_process(&job, &source),
             };
             report.parity_rule = Some(plan.tolerance.clone());

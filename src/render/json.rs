@@ -36,8 +36,8 @@ pub fn diff(a: &str, b: &str, d: &Diff) -> Value {
             "change": match r.change { Change::OnlyInA => "only_in_a", Change::OnlyInB => "only_in_b", Change::Differs => "differs" },
             "tensor": r.label,
             "names": r.names,
-            "a": if r.a.is_empty() { Value::Null } else { json!(r.a) },
-            "b": if r.b.is_empty() { Value::Null } else { json!(r.b) },
+            "a": r.a_port,
+            "b": r.b_port,
         })).collect::<Vec<_>>(),
     })
 }

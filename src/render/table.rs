@@ -19,12 +19,73 @@ fn plural(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
 
+/// How human output is laid out: the terminal's width (long cells wrap,
+/// long lines fold) and whether to color; `None` width means no limit (a pipe).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Style {
+    /// Columns available.
+    pub width: Option<u16>,
+    /// ANSI colors for verdicts.
+    pub color: bool,
+}
+
+thread_local! {
+    static STYLE: std::cell::Cell<Style> = const { std::cell::Cell::new(Style { width: None, color: false }) };
+}
+
+/// Sets the layout for the tables rendered on this thread.
+pub fn set_style(style: Style) {
+    STYLE.with(|s| s.set(style));
+}
+
+fn style() -> Style {
+    STYLE.with(|s| s.get())
+}
+
 fn new_table(header: &[&str]) -> Table {
     let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(header.iter().map(Cell::new));
+    t.load_preset(UTF8_FULL_CONDENSED).set_header(header.iter().map(Cell::new));
+    match style().width {
+        Some(w) => t.set_content_arrangement(ContentArrangement::Dynamic).set_width(w),
+        None => t.set_content_arrangement(ContentArrangement::Disabled),
+    };
+    if style().color {
+        t.enforce_styling();
+    } else {
+        t.force_no_tty();
+    }
     t
+}
+
+/// Folds every line wider than the terminal that is not part of a table
+/// (tables are sized by comfy-table), indenting the continuation.
+fn fit(text: String) -> String {
+    let Some(width) = style().width else { return text };
+    let width = width as usize;
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let in_table = line.starts_with(['│', '┌', '└', '├', '╞', '┆']);
+        if in_table || textwrap::core::display_width(line) <= width {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let opts = textwrap::Options::new(width).subsequent_indent("    ");
+        for piece in textwrap::wrap(line, opts) {
+            out.push_str(&piece);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// `PASS` / `FAIL`, colored when colors are on.
+fn paint(verdict: &str) -> String {
+    if !style().color {
+        return verdict.to_string();
+    }
+    let code = if verdict.starts_with("PASS") { "32" } else { "31" };
+    format!("\x1b[1;{code}m{verdict}\x1b[0m")
 }
 
 /// One line on what the model is: IR, opsets, producer, size.
@@ -148,14 +209,14 @@ pub fn folder(f: &FolderSummary, unfold: bool) -> String {
 }
 
 fn summary(sig: &ModelSummary, unfold: bool) -> String {
-    format!(
+    fit(format!(
         "{}\n\n{}\n{}\n{}\n{}\n",
         model_header(sig),
         plural(sig.inputs.len(), "input"),
         ports_table("input", &sig.inputs, unfold, None),
         plural(sig.outputs.len(), "output"),
         ports_table("output", &sig.outputs, unfold, None),
-    )
+    ))
 }
 
 /// `diff`: header fields side by side, then tensors only in A, only in B, or different.
@@ -264,7 +325,7 @@ pub fn check(report: &Report) -> String {
         let _ = writeln!(out, "\nper runtime:\n{t}");
     }
     let _ = writeln!(out, "\n{}", verdict_line(findings));
-    out
+    fit(out)
 }
 
 fn shape_str(s: &Option<Vec<i64>>) -> String {
@@ -392,7 +453,7 @@ pub fn verdict_line(findings: &[Finding]) -> String {
     let warnings = findings.iter().filter(|f| f.severity == Severity::Warning).count();
     let mut s = format!(
         "verdict: {} ({} error{}, {} warning{})",
-        Verdict::of(findings).as_str().to_uppercase(),
+        paint(&Verdict::of(findings).as_str().to_uppercase()),
         errors,
         if errors == 1 { "" } else { "s" },
         warnings,
@@ -436,7 +497,7 @@ pub fn folder_check(r: &FolderReport) -> String {
     let headline = format!(
         "{}: {} ({} of {} failing; model_type {}, contract {})",
         r.path,
-        r.verdict.as_str().to_uppercase(),
+        paint(&r.verdict.as_str().to_uppercase()),
         plural(failing, "file"),
         r.files.len(),
         r.model_type.as_deref().unwrap_or("unknown"),
@@ -446,11 +507,13 @@ pub fn folder_check(r: &FolderReport) -> String {
     let mut t = new_table(&["verdict", "file", "role", "first error, or how it was driven"]);
     for f in &r.files {
         let first = f.report.errors().next().map(|e| format!("{}: {}", e.code, e.message));
+        let verdict = f.report.verdict.as_str().to_uppercase();
+        let color = if f.report.verdict == Verdict::Pass { comfy_table::Color::Green } else { comfy_table::Color::Red };
         t.add_row(vec![
-            f.report.verdict.as_str().to_uppercase(),
-            f.path.clone(),
-            f.role.to_string(),
-            first.unwrap_or_else(|| f.driven_as.clone()),
+            Cell::new(verdict).fg(color),
+            Cell::new(&f.path),
+            Cell::new(f.role),
+            Cell::new(first.unwrap_or_else(|| f.driven_as.clone())),
         ]);
     }
     let _ = writeln!(out, "{t}");
@@ -474,7 +537,7 @@ pub fn folder_check(r: &FolderReport) -> String {
         out.push_str(&check(&f.report));
     }
     let _ = writeln!(out, "\n{headline}");
-    out
+    fit(out)
 }
 
 /// `specs`: every built-in contract, the model types that choose it, its defaults.

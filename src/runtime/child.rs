@@ -50,7 +50,14 @@ pub(crate) fn run_in_process(job: &Job, source: &str) -> RuntimeReport {
 }
 
 /// Parent side: runs `job` in `exe` with [`CHILD_ENV`] set, with a time limit.
-pub(crate) fn run(exe: &Path, job: &Job, source: &str, timeout: Duration) -> RuntimeReport {
+pub(crate) fn run(
+    exe: &Path,
+    job: &Job,
+    source: &str,
+    timeout: Duration,
+    progress: &(dyn Fn(&str) + Sync),
+) -> RuntimeReport {
+    let file = job.model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut report = RuntimeReport::new(&job.ort_lib, source);
     let mut child = match Command::new(exe)
         .env(CHILD_ENV, "1")
@@ -100,7 +107,17 @@ pub(crate) fn run(exe: &Path, job: &Job, source: &str, timeout: Duration) -> Run
     let mut timed_out = false;
     loop {
         match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok(ev) => report.absorb(ev),
+            Ok(ev) => {
+                match &ev {
+                    Event::Session { seconds, .. } => progress(&format!("{file}: session created in {seconds:.1} s")),
+                    Event::Feeds { variant, step, .. } => progress(&format!(
+                        "{file}: step {step} of {} (step-0 past length {variant})",
+                        job.options.steps
+                    )),
+                    _ => {}
+                }
+                report.absorb(ev)
+            }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if std::time::Instant::now() > deadline {

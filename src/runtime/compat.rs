@@ -49,7 +49,25 @@ pub fn check_target(sig: &Signature, version: &str) -> Vec<Finding> {
         return vec![Finding::error(Code::Compat, format!("--target-ort {version}: not a 1.x version"))];
     }
     match limits(version) {
-        Some(l) => against(sig, version, l),
+        Some(l) => {
+            let found = against(sig, version, l);
+            if !found.is_empty() {
+                return found;
+            }
+            // Say so when it fits: silence would read as "not checked".
+            let how = if l.2 == Source::Measured { "measured" } else { "documented" };
+            vec![Finding::new(
+                Code::Compat,
+                crate::finding::Severity::Info,
+                format!(
+                    "compatible with ONNX Runtime {version}: IR {} ≤ {}, ai.onnx opset {} ≤ {} ({how})",
+                    sig.ir_version.map_or("?".into(), |v| v.to_string()),
+                    l.0,
+                    sig.onnx_opset().map_or("?".into(), |v| v.to_string()),
+                    l.1
+                ),
+            )]
+        }
         None => {
             let known: Vec<String> = TABLE.iter().map(|r| format!("1.{}", r.0)).collect();
             vec![Finding::warning(
