@@ -5,6 +5,7 @@ use std::fmt;
 
 /// How much a finding matters: only errors fail a check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Severity {
@@ -108,6 +109,7 @@ impl fmt::Display for Code {
 
 /// One difference between a model and what was expected of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct Finding {
     /// What kind of difference (stable, documented).

@@ -36,13 +36,15 @@ pub mod reader;
 pub mod render;
 mod report;
 pub mod runtime;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod signature;
 mod summary;
 
 pub use checker::{Checker, Isolation};
 pub use contract::{Contract, ContractError};
 pub use finding::{Code, Finding, Severity};
-pub use report::{ContractInfo, Params, Report, Verdict, SCHEMA_VERSION};
+pub use report::{ContractInfo, FileReport, FolderReport, Params, Report, Verdict, SCHEMA_VERSION};
 pub use summary::{ModelSummary, PortSummary};
 
 use std::path::{Path, PathBuf};

@@ -16,6 +16,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// The outcome of a check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum Verdict {
@@ -87,6 +88,7 @@ impl<'de> Deserialize<'de> for Params {
 
 /// Which contract a model was checked against.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct ContractInfo {
     /// The contract's `name`.
@@ -110,6 +112,7 @@ impl ContractInfo {
 
 /// Everything one check of one model found: the single source of every output format.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct Report {
     /// [`SCHEMA_VERSION`] of this shape.
@@ -159,6 +162,7 @@ impl Report {
 
 /// One file of a folder check: its role, how it was driven, and its report.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct FileReport {
     /// Relative to the folder (`onnx/decoder_model_merged.onnx`).
@@ -177,6 +181,7 @@ pub struct FileReport {
 
 /// Everything a check of an export folder found.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct FolderReport {
     /// [`SCHEMA_VERSION`] of this shape.

@@ -285,6 +285,7 @@ pub struct Port {
 
 /// One opset import.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Opset {
     /// `""` is the default ONNX domain (`ai.onnx`).
     pub domain: String,
@@ -294,6 +295,7 @@ pub struct Opset {
 
 /// A tensor whose data lives outside the `.onnx` file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExternalRef {
     /// The initializer's name.
     pub tensor: String,

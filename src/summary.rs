@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// One input or output as reports show it (the shape of `sig --format json`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct PortSummary {
     /// Its name.
@@ -43,6 +44,7 @@ impl PortSummary {
 
 /// What a model declares, without its weights.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct ModelSummary {
     /// The file, as given.

@@ -7,6 +7,7 @@ use std::fmt;
 
 /// A contract file: what a correct export of one model family looks like.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ContractFile {
     /// Short name shown in reports.
@@ -17,10 +18,12 @@ pub struct ContractFile {
     /// `$name` in shapes; `{layer}` in names runs over `0..layers`. The command
     /// line can override them (`--param hidden=32`).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(with = "std::collections::BTreeMap<String, i64>"))]
     pub params: OrderedMap<i64>,
     /// Pins a dimension variable to the exact symbol the model must use
     /// (`batch: batch_size`), to catch dim renames between exporter versions.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(with = "std::collections::BTreeMap<String, String>"))]
     pub dims: OrderedMap<String>,
     /// Check that inputs and outputs come in the contract's order (off by default:
     /// ONNX Runtime binds by name).
@@ -33,10 +36,13 @@ pub struct ContractFile {
     #[serde(default = "default_warn")]
     pub extra_outputs: Policy,
     /// Graph inputs, by name or name template, in the expected order.
+    #[cfg_attr(feature = "schema", schemars(with = "std::collections::BTreeMap<String, TensorSpec>"))]
     pub inputs: OrderedMap<Spanned<TensorSpec>>,
     /// Graph outputs, by name or name template, in the expected order.
+    #[cfg_attr(feature = "schema", schemars(with = "std::collections::BTreeMap<String, TensorSpec>"))]
     pub outputs: OrderedMap<Spanned<TensorSpec>>,
     /// How to drive the model with a KV cache (used by the runtime check).
+    #[cfg_attr(feature = "schema", schemars(with = "Option<CacheSpec>"))]
     pub cache: Option<serde_saphyr::Spanned<CacheSpec>>,
 }
 
@@ -49,6 +55,7 @@ fn default_warn() -> Policy {
 
 /// What a tensor the contract does not list becomes.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
     /// An error finding.
@@ -61,6 +68,7 @@ pub enum Policy {
 
 /// One input or output (or a family of them, when its name is a template).
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TensorSpec {
     /// Element type, or alternatives: `float32`, `int32|int64`.
@@ -75,6 +83,7 @@ pub struct TensorSpec {
 
 /// One dim as written in YAML: an integer or text (validated later).
 #[derive(Debug, Deserialize, Clone)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 #[allow(missing_docs)]
 pub enum DimSpecRaw {
@@ -84,6 +93,7 @@ pub enum DimSpecRaw {
 
 /// The cache protocol; see `runtime` for how each field is used.
 #[derive(Debug, Deserialize, Clone, Default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CacheSpec {
     /// Boolean input selecting the cached branch of a merged decoder.

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// One size and where it came from (`config.json: d_model`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Size {
     /// The value.
     pub value: i64,
@@ -19,6 +20,7 @@ pub struct Size {
 
 /// What the config files of a folder state.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ModelConfig {
     /// `model_type` (`marian`, `t5`, `llama`, …).
     pub model_type: Option<String>,

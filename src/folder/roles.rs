@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a file is in an export.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Role {

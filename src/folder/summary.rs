@@ -11,6 +11,7 @@ use std::path::Path;
 
 /// One ONNX file of a folder.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct FileSummary {
     /// Relative to the folder (`onnx/decoder_model_merged.onnx`).
@@ -25,6 +26,7 @@ pub struct FileSummary {
 
 /// An export folder at a glance.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct FolderSummary {
     /// The folder, as given.

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// A tensor's name, element type and shape, as fed or as produced.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TensorInfo {
     /// Input or output name.
     pub name: String,
@@ -20,6 +21,7 @@ pub struct TensorInfo {
 
 /// A check of one step's outputs that did not hold.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepIssue {
     /// Which check.
     pub code: Code,
@@ -40,6 +42,7 @@ impl StepIssue {
 
 /// The node ONNX Runtime failed in, and what its inputs really were.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FailedNode {
     /// `optimum::if (then_branch) → /Reshape_5`.
     pub path: String,
@@ -55,6 +58,7 @@ pub struct FailedNode {
 
 /// Where a run stopped before stepping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// Loading the ONNX Runtime library.
@@ -97,6 +101,7 @@ impl Stage {
 
 /// One line of the child's report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// The library loaded.

@@ -27,6 +27,7 @@ pub const QUANTIZED_OPS: &[&str] = &[
 
 /// What precision a graph computes in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum NumericForm {
@@ -45,6 +46,7 @@ pub enum NumericForm {
 
 /// How far cached logits may depart from uncached ones, and why.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Tolerance {
     /// The graph's numeric form.
     pub form: NumericForm,

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 /// One decoding step as it ran.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct StepRow {
     /// The past length fed at step 0 in this run.
@@ -46,6 +47,7 @@ pub struct StepRow {
 
 /// What one ONNX Runtime did with the model, step by step.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[non_exhaustive]
 pub struct RuntimeReport {
     /// Its version, when known.
