@@ -123,9 +123,30 @@ pub fn fetch_pinned() -> Result<PathBuf, String> {
         .ok_or_else(|| format!("pip installed onnxruntime into {} but no libonnxruntime.so was found", dir.display()))
 }
 
+/// The Python that owns this executable first (a wheel installs us into a
+/// virtualenv's `bin/` beside its `python3`, whose onnxruntime we want even
+/// when the venv is not activated), then `python3` on PATH.
+fn python_candidates() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
+        for name in ["python3", "python", "python.exe"] {
+            let p = dir.join(name);
+            if p.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out.push(PathBuf::from("python3"));
+    out
+}
+
 fn python_package_dir() -> Option<PathBuf> {
+    python_candidates().into_iter().find_map(|py| package_dir_of(&py))
+}
+
+fn package_dir_of(python: &Path) -> Option<PathBuf> {
     // `find_spec` locates the package without importing it (importing loads numpy).
-    let out = Command::new("python3")
+    let out = Command::new(python)
         .args([
             "-c",
             "import importlib.util as u, os; s = u.find_spec('onnxruntime'); print(os.path.dirname(s.origin) if s and s.origin else '')",
