@@ -32,6 +32,7 @@ pub mod finding;
 pub mod fold;
 pub mod folder;
 mod onnx_proto;
+pub mod protocol;
 pub mod reader;
 pub mod render;
 mod report;

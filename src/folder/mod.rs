@@ -9,6 +9,7 @@ pub mod contracts;
 pub mod discover;
 pub mod genai;
 pub mod init;
+pub mod layout;
 pub mod roles;
 pub mod sizes;
 pub mod summary;

@@ -79,6 +79,13 @@ pub fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         Ok(ctx) => ctx,
         Err(ev) => return emit(*ev),
     };
+    if let Some(r) = job.options.reference.clone() {
+        match generate(&mut ctx, &r) {
+            Ok((ids, top5)) => emit(Event::Generated { ids, top5 }),
+            Err(message) => emit(fatal(Stage::Plan, format!("reference generation: {message}"), None)),
+        }
+        return emit(Event::Done);
+    }
     for &dummy in &job.plan.step0_past_lengths {
         run_steps(&mut ctx, dummy, emit);
     }
@@ -151,7 +158,10 @@ fn prepare<'a>(
     let step0_is_no_cache = opts.step0_model.is_some() && opts.step0_model == opts.no_cache_model;
     let step0 = if step0_is_no_cache { None } else { side(&opts.step0_model)? };
     let start = opts.start_token.unwrap_or(plan.vocab - 1).clamp(0, plan.vocab - 1);
-    let prompt = feeds::prompt(plan, b, opts.prompt_len.max(1) as usize, start, &mut rng);
+    let mut prompt = feeds::prompt(plan, b, opts.prompt_len.max(1) as usize, start, &mut rng);
+    if let (Some(r), super::plan::Family::DecoderOnly) = (&opts.reference, plan.family) {
+        prompt = vec![r.ids.clone(); b];
+    }
     Ok(Ctx { env, job, session, no_cache, step0, step0_is_no_cache, encoder_states, enc_len, prompt, rng })
 }
 
@@ -254,6 +264,30 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
     }
 }
 
+/// Greedy generation without any cache: every step recomputes the whole
+/// prefix (the reference an emitted program's cached loop must match).
+fn generate(ctx: &mut Ctx<'_>, r: &super::options::Reference) -> Result<super::events::Generated, String> {
+    let empty = Cache::empty(&ctx.job.plan, 0);
+    let mut tokens = ctx.prompt.clone();
+    let (mut ids, mut top5) = (Vec::new(), Vec::new());
+    for _ in 0..r.max_new_tokens {
+        let logits = recompute(ctx, &tokens, 0, &empty)?;
+        let last = logits.index_axis(ndarray::Axis(0), 0);
+        let row = last.index_axis(ndarray::Axis(0), last.shape()[0] - 1);
+        let mut order: Vec<(usize, f64)> = row.iter().map(|v| f64::from(*v)).enumerate().collect();
+        // Highest first; equal logits by lower id (numpy's stable argsort of -logits).
+        order.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0)));
+        let token = order[0].0 as i64;
+        top5.push(order.iter().take(5).map(|(i, v)| (*i as i64, *v)).collect());
+        ids.push(token);
+        tokens[0].push(token);
+        if !r.ignore_eos && Some(token) == r.eos {
+            break;
+        }
+    }
+    Ok((ids, top5))
+}
+
 /// Logits of the whole prefix without cache: the separate no-cache model
 /// when there is one, else the same model with an empty past.
 fn recompute(ctx: &mut Ctx<'_>, tokens: &[Vec<i64>], dummy: i64, cache: &Cache) -> Result<ArrayD<f32>, String> {
@@ -285,6 +319,9 @@ fn run_encoder(
     let b = opts.batch.max(1) as usize;
     let len = opts.encoder_len.max(1) as usize;
     let mut feeds = Vec::new();
+    // A reference generation feeds the caller's source ids (or features).
+    let given = opts.reference.as_ref();
+    let len = given.map_or(len, |r| r.ids.len().max(1));
     for (name, elem, dims) in declared_inputs(&s) {
         // Symbolic axes: batch first, the sequence (or frames) after.
         let shape: Vec<usize> = dims
@@ -301,12 +338,22 @@ fn run_encoder(
             })
             .collect();
         let n: usize = shape.iter().product();
-        let values = if elem.is_float() {
+        let values = if let (true, Some(path)) = (elem.is_float(), given.and_then(|r| r.features.as_ref())) {
+            let mut a = super::npy::read_f32(path)?;
+            if a.ndim() + 1 == shape.len() {
+                a = a.insert_axis(ndarray::Axis(0));
+            }
+            feeds::Values::Float(a)
+        } else if elem.is_float() {
             feeds::Values::Float(
                 ArrayD::from_shape_vec(IxDyn(&shape), (0..n).map(|_| rng.normal()).collect()).expect("shape"),
             )
         } else if name.contains("mask") {
             feeds::Values::Int(ArrayD::from_elem(IxDyn(&shape), 1))
+        } else if let Some(r) = given {
+            feeds::Values::Int(
+                ArrayD::from_shape_vec(IxDyn(&[1, r.ids.len()]), r.ids.clone()).map_err(|e| e.to_string())?,
+            )
         } else {
             feeds::Values::Int(
                 ArrayD::from_shape_vec(IxDyn(&shape), (0..n).map(|_| rng.below(plan.vocab)).collect()).expect("shape"),

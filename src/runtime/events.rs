@@ -7,6 +7,9 @@ use crate::finding::{Code, Severity};
 use crate::signature::ElemType;
 use serde::{Deserialize, Serialize};
 
+/// A generation's new token ids and, per token, the five highest `(id, logit)`.
+pub type Generated = (Vec<i64>, Vec<Vec<(i64, f64)>>);
+
 /// A tensor's name, element type and shape, as fed or as produced.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -172,6 +175,13 @@ pub enum Event {
         /// The node the message names, with its `If` branch, when it names one.
         #[serde(default)]
         node: Option<String>,
+    },
+    /// A reference generation's result.
+    Generated {
+        /// The new token ids.
+        ids: Vec<i64>,
+        /// The five highest logits (id, logit) of every new token.
+        top5: Vec<Vec<(i64, f64)>>,
     },
     /// Every run finished.
     Done,

@@ -24,6 +24,8 @@ mod driver;
 #[cfg(feature = "runtime")]
 mod feeds;
 #[cfg(feature = "runtime")]
+mod npy;
+#[cfg(feature = "runtime")]
 pub(crate) mod options;
 #[cfg(feature = "runtime")]
 mod session;

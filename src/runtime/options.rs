@@ -32,6 +32,26 @@ pub struct Options {
     pub step0_model: Option<PathBuf>,
     /// Intra-op threads; 0 leaves ONNX Runtime's default (one per core).
     pub threads: usize,
+    /// Instead of the cache check: greedy generation without any cache
+    /// (every step recomputes the whole prefix), the reference emitted
+    /// programs are compared with.
+    #[serde(default)]
+    pub reference: Option<Reference>,
+}
+
+/// A reference generation: what to feed and how long to go.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Reference {
+    /// The prompt (decoder-only) or the encoder's source ids (seq2seq).
+    pub ids: Vec<i64>,
+    /// An audio encoder's input features (.npy, float32), instead of ids.
+    pub features: Option<PathBuf>,
+    /// New tokens to generate.
+    pub max_new_tokens: usize,
+    /// Keep going after the end token.
+    pub ignore_eos: bool,
+    /// The end token.
+    pub eos: Option<i64>,
 }
 
 impl Default for Options {
@@ -47,6 +67,7 @@ impl Default for Options {
             no_cache_model: None,
             step0_model: None,
             threads: 0,
+            reference: None,
         }
     }
 }

@@ -67,6 +67,9 @@ pub struct RuntimeReport {
     /// Set when the child process died or hung.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash: Option<String>,
+    /// A reference generation's new ids and top-5 logits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated: Option<super::events::Generated>,
     /// This runtime's findings (also in the report's own list).
     #[serde(skip)]
     pub findings: Vec<Finding>,
@@ -94,6 +97,7 @@ impl RuntimeReport {
             parity_rule: None,
             steps: Vec::new(),
             crash: None,
+            generated: None,
             findings: Vec::new(),
             done: false,
         }
@@ -175,6 +179,7 @@ impl RuntimeReport {
                 let f = self.finding(f);
                 self.findings.push(f);
             }
+            Event::Generated { ids, top5 } => self.generated = Some((ids, top5)),
             Event::Done => self.done = true,
         }
     }

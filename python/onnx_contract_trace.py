@@ -1,0 +1,176 @@
+"""Record every ONNX Runtime inference call of an application as a JSONL trace
+for `onnx-contract replay TRACE.jsonl --model PATH`. Usage (5 lines):
+
+    import onnxruntime as ort
+    from onnx_contract_trace import record
+    with record("trace.jsonl") as rec:
+        decoder = rec.wrap(ort.InferenceSession("decoder_model_merged.onnx"))
+        logits, *presents = decoder.run(None, feeds)  # recorded, returned as usual
+
+`TraceRecorder(path)` is the same object without `with` (call `.close()`).
+For an application you cannot edit, `record_sessions("trace.jsonl")` patches
+`onnxruntime.InferenceSession.run`, so every session of the process is recorded;
+from a shell: `python3 onnx_contract_trace.py trace.jsonl app.py [ARGS...]`.
+
+One JSON line per call, no tensor values:
+  {"call": 0, "model": "decoder_model_merged.onnx",
+   "feeds": {"input_ids": {"dtype": "int64", "shape": [1, 1], "digest": "sha1:..."}, ...},
+   "outputs": {...same form...} | "error": "<str(exception)>", "time_ms": 1.234}
+`digest` is the SHA-1 of dtype name, shape and the C-contiguous little-endian
+bytes: equal exactly when dtype, shape and bytes are equal, so a `present.*`
+fed back as a past has the digest it had as an output. Only `run` is recorded
+(not run_async, run_with_iobinding or run_with_ort_values). Needs only numpy
+and onnxruntime; thread-safe.
+"""
+import functools
+import hashlib
+import json
+import os
+import threading
+import time
+
+import numpy as np
+
+__all__ = ["TraceRecorder", "record", "record_sessions", "describe", "digest"]
+_local = threading.local()  # set while a call is being recorded: no double recording
+
+
+def _array(value):
+    """numpy view of a feed or output (ndarray, OrtValue, list or scalar)."""
+    return np.asarray(value.numpy() if hasattr(value, "numpy") and not isinstance(value, np.ndarray) else value)
+
+
+def digest(value):
+    """"sha1:<hex>" of dtype name, shape and the C-contiguous little-endian bytes."""
+    a = _array(value)
+    h = hashlib.sha1(f"{a.dtype.name}{list(a.shape)}\n".encode())
+    if a.dtype.hasobject:  # string tensors: hash the values, not object pointers
+        h.update(json.dumps([str(x) for x in a.ravel()]).encode())
+    else:
+        h.update(np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).tobytes())
+    return "sha1:" + h.hexdigest()
+
+
+def describe(value):
+    """{"dtype", "shape", "digest"} of one tensor; dtype is numpy's name ("float32", "bool")."""
+    a = _array(value)
+    name = "str" if a.dtype.hasobject or a.dtype.kind == "U" else a.dtype.name
+    return {"dtype": name, "shape": [int(d) for d in a.shape], "digest": digest(a)}
+
+
+def _model_name(session):
+    path = getattr(session, "_model_path", None)  # what the app passed to InferenceSession
+    return os.path.basename(path) if isinstance(path, (str, os.PathLike)) else "<in-memory>"
+
+
+class TraceRecorder:
+    """One JSON line per call, written whole and flushed (a crash leaves whole lines).
+    `append=True` keeps the file's lines and numbers calls after them (default:
+    a new trace). `timing=False` leaves out `time_ms` (byte-reproducible traces).
+    """
+
+    def __init__(self, path, append=False, timing=True):
+        self.path, self.timing = os.fspath(path), timing
+        self._lock, self._next = threading.Lock(), 0
+        if append and os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as f:
+                self._next = sum(1 for line in f if line.strip())
+        self._file = open(self.path, "a" if append else "w", encoding="utf-8")
+
+    def wrap(self, session, name=None):
+        """Wrap `session.run` in place (recording each call) and return the session."""
+        original, label = session.run, name or _model_name(session)
+
+        @functools.wraps(original)
+        def run(output_names, input_feed, run_options=None):
+            return self.record_call(original, label, output_names, input_feed, run_options,
+                                    [o.name for o in session.get_outputs()])
+
+        session.run = run
+        return session
+
+    def record_call(self, run, model, output_names, input_feed, run_options, all_outputs):
+        """Run `run(output_names, input_feed, run_options)`, recording feeds and outputs/error."""
+        if getattr(_local, "busy", False):  # already recorded one level up
+            return run(output_names, input_feed, run_options)
+        feeds = {k: describe(v) for k, v in dict(input_feed).items()}
+        with self._lock:
+            entry, self._next = {"call": self._next, "model": model, "feeds": feeds}, self._next + 1
+        _local.busy, start = True, time.perf_counter()
+        try:
+            results = run(output_names, input_feed, run_options)
+        except BaseException as e:
+            entry["error"] = str(e)
+            raise
+        finally:
+            _local.busy, elapsed = False, (time.perf_counter() - start) * 1000.0
+            if "error" in entry:
+                self._write(entry, elapsed)
+        names = list(output_names) if output_names else all_outputs
+        entry["outputs"] = {n: describe(v) for n, v in zip(names, results)}
+        self._write(entry, elapsed)
+        return results
+
+    def _write(self, entry, elapsed_ms):
+        if self.timing:
+            entry["time_ms"] = round(elapsed_ms, 3)
+        line = json.dumps(entry, separators=(", ", ": ")) + "\n"
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(line)
+                self._file.flush()
+
+    def close(self):
+        with self._lock:
+            self._file.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+record = TraceRecorder  # `with record("trace.jsonl") as rec:` reads better
+_saved = []  # the InferenceSession.run that record_sessions replaced
+
+
+def record_sessions(path, **kwargs):
+    """Record every `onnxruntime.InferenceSession.run` call of the process to
+    `path`. Returns the recorder; `unpatch()` restores the original method."""
+    import onnxruntime
+
+    unpatch()
+    rec, original = TraceRecorder(path, **kwargs), onnxruntime.InferenceSession.run
+
+    @functools.wraps(original)
+    def run(self, output_names, input_feed, run_options=None):
+        return rec.record_call(functools.partial(original, self), _model_name(self), output_names,
+                               input_feed, run_options, [o.name for o in self.get_outputs()])
+
+    _saved.append(onnxruntime.InferenceSession.__dict__.get("run"))
+    onnxruntime.InferenceSession.run = run
+    return rec
+
+
+def unpatch():
+    """Undo `record_sessions` (no-op when nothing is patched)."""
+    import onnxruntime
+
+    if _saved:
+        own = _saved.pop()
+        if own is None:
+            del onnxruntime.InferenceSession.run  # back to the inherited Session.run
+        else:
+            onnxruntime.InferenceSession.run = own
+
+
+if __name__ == "__main__":
+    import runpy
+    import sys
+
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    record_sessions(sys.argv[1])
+    sys.argv = sys.argv[2:]
+    runpy.run_path(sys.argv[0], run_name="__main__")

@@ -1,0 +1,163 @@
+//! An export folder read once: every file with its signature and role, the
+//! config files, the family contract and the sizes, and the relations
+//! between files (the encoder of a decoder, the two halves of a pair). The
+//! checker drives from it; `protocol` describes from it.
+
+use super::config::{ModelConfig, Size};
+use super::genai::GenaiConfig;
+use super::{contracts, discover, roles::role_of, sizes, FoundFile, Role};
+use crate::contract::{Contract, ContractError};
+use crate::finding::Finding;
+use crate::signature::Signature;
+use crate::Error;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A file of the folder, read and classified.
+pub struct Entry {
+    /// Where it is.
+    pub file: FoundFile,
+    /// What it declares.
+    pub sig: Signature,
+    /// Its role, from the signature.
+    pub role: Role,
+}
+
+/// What every file of one folder shares.
+pub struct Layout {
+    /// Every file, sorted by path.
+    pub entries: Vec<Entry>,
+    /// config.json (+ generation_config.json), when there is one.
+    pub config: Option<ModelConfig>,
+    /// onnxruntime-genai's own contract for its decoder file.
+    pub genai: Option<GenaiConfig>,
+    /// The built-in family contract the files are judged against.
+    pub family: &'static str,
+    /// Every size, with where it came from.
+    pub sizes: BTreeMap<String, Size>,
+}
+
+/// The file whose signature sizes the folder when config.json is silent:
+/// a merged decoder first, then the other decoder forms; fp32 before variants.
+fn primary(entries: &[Entry]) -> Option<&Entry> {
+    let rank = |r: Role| match r {
+        Role::MergedDecoder => 0,
+        Role::DecoderWithPast => 1,
+        Role::DecoderOnly => 2,
+        Role::Decoder => 3,
+        _ => 9,
+    };
+    entries.iter().filter(|e| rank(e.role) < 9).min_by_key(|e| (e.file.variant.is_some(), rank(e.role)))
+}
+
+/// The family contract: the one asked for, else by `model_type`, else by signature.
+fn family_of(forced: Option<&str>, model_type: Option<&str>, seq2seq: bool) -> &'static str {
+    if let Some((name, _)) = forced.and_then(crate::contract::builtin::text) {
+        return name;
+    }
+    contracts::family(model_type, seq2seq)
+}
+
+impl Layout {
+    /// Reads `dir` (and `only`, a file of it that discovery would not list);
+    /// `forced` names a built-in family contract to use instead of config.json's.
+    pub fn read(dir: &Path, only: Option<&Path>, forced: Option<&str>) -> Result<Layout, Error> {
+        let mut entries = Vec::new();
+        for file in discover(dir)? {
+            let sig = crate::read_usable_signature(&file.path)?;
+            let role = role_of(&sig);
+            entries.push(Entry { file, sig, role });
+        }
+        if let Some(only) = only {
+            // A single file checked on its own still sees its siblings (encoder, pair).
+            if !entries.iter().any(|e| e.file.path == only) {
+                let sig = crate::read_usable_signature(only)?;
+                let name = only.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let stem = name.strip_suffix(".onnx").unwrap_or(&name);
+                let (base, variant) = crate::folder::discover::split_variant(stem);
+                let role = role_of(&sig);
+                entries.push(Entry {
+                    file: FoundFile { path: only.to_path_buf(), rel: name, base, variant },
+                    sig,
+                    role,
+                });
+            }
+        }
+        let config = ModelConfig::read(dir)?;
+        let genai = GenaiConfig::read(dir)?;
+        let main = primary(&entries);
+        let seq2seq = main.is_some_and(|e| contracts::is_seq2seq(&e.sig));
+        let model_type = config.as_ref().and_then(|c| c.model_type.as_deref());
+        let family = family_of(forced, model_type.or(genai.as_ref().and_then(|g| g.model_type.as_deref())), seq2seq);
+        let sizes =
+            sizes::resolve(&stated(config.as_ref(), genai.as_ref()), main.map(|e| (e.file.rel.as_str(), &e.sig)));
+        Ok(Layout { entries, config, genai, family, sizes })
+    }
+
+    /// One file judged alone (its folder holds broken neighbours).
+    pub fn single(model: &Path, forced: Option<&str>) -> Result<Layout, Error> {
+        let dir = model.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let sig = crate::read_usable_signature(model)?;
+        let role = role_of(&sig);
+        let file = FoundFile {
+            path: model.to_path_buf(),
+            rel: model.display().to_string(),
+            base: String::new(),
+            variant: None,
+        };
+        let config = ModelConfig::read(dir)?;
+        let genai = GenaiConfig::read(dir)?;
+        let seq2seq = contracts::is_seq2seq(&sig);
+        let family = family_of(forced, config.as_ref().and_then(|c| c.model_type.as_deref()), seq2seq);
+        let sizes = sizes::resolve(&stated(config.as_ref(), genai.as_ref()), Some((&file.rel, &sig)));
+        Ok(Layout { entries: vec![Entry { file, sig, role }], config, genai, family, sizes })
+    }
+
+    /// The sibling of `of` with `role`, same variant first, else the plain one.
+    pub fn sibling(&self, of: &Entry, role: Role) -> Option<&Entry> {
+        let same_dir = |e: &&Entry| e.file.path.parent() == of.file.path.parent();
+        let with = |v: Option<&String>| {
+            self.entries.iter().filter(same_dir).find(|e| e.role == role && e.file.variant.as_ref() == v)
+        };
+        with(of.file.variant.as_ref()).or_else(|| with(None))
+    }
+
+    /// genai_config.json, when it describes this file.
+    pub fn genai_for(&self, e: &Entry) -> Option<&GenaiConfig> {
+        self.genai.as_ref().filter(|g| {
+            matches!(e.role, Role::DecoderOnly | Role::MergedDecoder)
+                && g.filename.as_deref().is_none_or(|f| e.file.rel.ends_with(f) && e.file.variant.is_none())
+        })
+    }
+
+    /// The contract `e` is judged against; `None` for a file of unknown role.
+    pub fn contract_for(&self, e: &Entry) -> Option<Result<Contract, ContractError>> {
+        match self.genai_for(e) {
+            Some(g) => Some(g.contract(&self.sizes)),
+            None => contracts::for_role(e.role, self.family, &self.sizes),
+        }
+    }
+
+    /// What config.json and genai_config.json state that `e` contradicts.
+    pub fn mismatches(&self, e: &Entry) -> Vec<Finding> {
+        let mut out = match &self.config {
+            Some(c) if e.role != Role::Encoder => sizes::mismatches(c, &e.file.rel, &e.sig),
+            _ => Vec::new(),
+        };
+        if let Some(g) = self.genai_for(e) {
+            out.extend(sizes::mismatches(&g.config, &e.file.rel, &e.sig));
+        }
+        out
+    }
+}
+
+/// Sizes the config files state; genai_config.json (written with the ONNX
+/// file by its exporter) wins over config.json where both state one.
+fn stated(config: Option<&ModelConfig>, genai: Option<&GenaiConfig>) -> ModelConfig {
+    let mut c = config.cloned().unwrap_or_default();
+    if let Some(g) = genai {
+        c.sizes.extend(g.config.sizes.clone());
+        c.model_type = c.model_type.or(g.model_type.clone());
+    }
+    c
+}

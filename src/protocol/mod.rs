@@ -1,0 +1,13 @@
+//! `protocol`: how to call *this* model, written out for the caller. Every
+//! row comes from the plan the runtime check drives the model with
+//! (`runtime::plan`), never restated by hand; `table` lays it out per step,
+//! `emit` writes it as a program.
+
+pub mod emit;
+mod emit_js;
+mod emit_rust;
+#[cfg(feature = "runtime")]
+pub mod reference;
+pub mod table;
+
+pub use table::{describe, FeedRow, Loop, Protocol, StepFeeds};

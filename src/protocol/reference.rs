@@ -1,0 +1,41 @@
+//! The tool's own greedy generation without a cache (every step recomputes
+//! the whole prefix, on the model's no-cache path): what an emitted
+//! program's cached loop must reproduce, token for token.
+
+use super::table::Protocol;
+use crate::runtime::locate;
+use crate::runtime::options::{Job, Options, Reference};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use crate::runtime::events::Generated;
+
+/// Generates `max_new_tokens` for the protocol's first form in `dir`, in a
+/// child process of this executable (which must call [`crate::init_child`]).
+pub fn generate(
+    p: &Protocol,
+    dir: &Path,
+    ids: Vec<i64>,
+    features: Option<PathBuf>,
+    max_new_tokens: usize,
+    ignore_eos: bool,
+) -> Result<Generated, String> {
+    let l = p.loops.iter().find(|l| l.form != "with-past-alone").ok_or("no decoder form to generate with")?;
+    let plan = l.plan.clone().ok_or("no plan")?;
+    let file = |rel: &str| if dir.is_dir() { dir.join(rel) } else { dir.with_file_name(rel) };
+    let lib = locate::locate(None).map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let options = Options {
+        encoder: l.encoder.as_deref().map(file),
+        no_cache_model: (l.form == "split-pair").then(|| file(&l.step0_file)),
+        start_token: l.decoder_start,
+        reference: Some(Reference { ids, features, max_new_tokens, ignore_eos, eos: l.eos }),
+        ..Options::default()
+    };
+    let job = Job { model: file(&l.later_file), ort_lib: lib.path.clone(), plan, options };
+    let report = crate::runtime::child::run(&exe, &job, &lib.source.to_string(), Duration::from_secs(600), &|_| {});
+    if let Some(f) = report.findings.iter().find(|f| f.severity == crate::Severity::Error) {
+        return Err(f.message.clone());
+    }
+    report.generated.ok_or_else(|| "the reference run produced nothing".into())
+}

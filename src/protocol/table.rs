@@ -1,0 +1,450 @@
+//! The protocol as data: for each way the folder's decoder can be driven
+//! (merged decoder, split pair, decoder-only), which file runs at which step,
+//! and one row per input with its dtype, its shape in terms of `batch`,
+//! `prompt_len`, `past_len`, `enc_len`, the concrete shapes at steps 0–2 and
+//! where its value comes from.
+
+use crate::fold::fold;
+use crate::folder::layout::{Entry, Layout};
+use crate::folder::Role;
+use crate::runtime::plan::{self, Family, Plan};
+use crate::signature::Dim;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One input at one kind of step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct FeedRow {
+    /// The input, layer families folded (`past_key_values.{0..5}.decoder.{key,value}`).
+    pub name: String,
+    /// Every input name behind `name`.
+    pub names: Vec<String>,
+    /// Element type to feed.
+    pub dtype: String,
+    /// Shape in terms of batch, prompt_len, past_len, enc_len and fixed sizes.
+    pub shape: String,
+    /// Where the value comes from.
+    pub source: String,
+}
+
+/// The feeds of one kind of step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct StepFeeds {
+    /// `step 0 (prompt)` or `step k ≥ 1`.
+    pub step: String,
+    /// The file run at this step.
+    pub file: String,
+    /// One row per input (folded).
+    pub feeds: Vec<FeedRow>,
+    /// The concrete shape of every folded input at steps 0, 1 and 2 (batch 1).
+    pub examples: Vec<(String, Vec<String>)>,
+}
+
+/// One way to drive the folder's decoder.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Loop {
+    /// `merged-decoder`, `split-pair`, `decoder-only`, `with-past-alone`.
+    pub form: String,
+    /// The encoder, run once before step 0 (seq2seq).
+    pub encoder: Option<String>,
+    /// The encoder's inputs and what to feed them.
+    pub encoder_feeds: Vec<FeedRow>,
+    /// The file run at step 0.
+    pub step0_file: String,
+    /// The file run at every later step.
+    pub later_file: String,
+    /// Token fed at step 0 of a seq2seq decoder.
+    pub decoder_start: Option<i64>,
+    /// Generation stops at this token.
+    pub eos: Option<i64>,
+    /// Step 0 and every later step.
+    pub steps: Vec<StepFeeds>,
+    /// What callers get wrong, where it applies here.
+    pub rules: Vec<String>,
+    /// The plan the runtime check drives this form with (the emitters read it).
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    #[serde(skip)]
+    pub plan: Option<Plan>,
+    /// The files' relative paths: encoder, step 0, later steps.
+    #[serde(skip)]
+    pub paths: (Option<String>, String, String),
+    /// The encoder's declared inputs (name, dtype, dims; -1 = symbolic).
+    #[serde(skip)]
+    pub encoder_inputs: Vec<(String, String, Vec<i64>)>,
+    /// The step-0 file's declared inputs (a split pair's no-past decoder).
+    #[serde(skip)]
+    pub step0_inputs: Vec<String>,
+}
+
+/// How to call the models of a folder (or one file).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Protocol {
+    /// [`crate::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The folder (or file), as given.
+    pub path: String,
+    /// `model_type` from the config.
+    pub model_type: Option<String>,
+    /// Every file and its role.
+    pub files: Vec<(String, String)>,
+    /// Every way to drive the decoder.
+    pub loops: Vec<Loop>,
+}
+
+fn dims(e: &Entry, name: &str) -> Vec<i64> {
+    e.sig
+        .input(name)
+        .and_then(|p| p.ty.tensor_parts())
+        .and_then(|(_, d)| d.map(|d| d.iter().map(|x| if let Dim::Fixed(v) = x { *v } else { -1 }).collect()))
+        .unwrap_or_default()
+}
+
+/// A past's shape with the sequence axis named.
+fn past_shape(plan: &Plan, shape: &[i64], seq: &str) -> String {
+    let parts: Vec<String> = shape
+        .iter()
+        .enumerate()
+        .map(|(axis, v)| {
+            if axis == 0 {
+                "batch".into()
+            } else if axis == plan.seq_axis {
+                seq.into()
+            } else {
+                v.to_string()
+            }
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// The rows of one kind of step, from the plan.
+fn rows(
+    plan: &Plan,
+    step0: bool,
+    form: &str,
+    encoder: Option<&str>,
+    start: Option<i64>,
+    step0_file: Option<&Entry>,
+) -> Vec<FeedRow> {
+    let seq2seq = plan.family == Family::Seq2Seq;
+    let only: Option<Vec<String>> = step0_file.map(|e| e.sig.inputs.iter().map(|p| p.name.clone()).collect());
+    let mut rows: Vec<(String, String, String, String)> = Vec::new();
+    // A split pair's step 0 runs another file: its own declared types.
+    let dtype = |name: &str| match step0_file.and_then(|e| e.sig.input(name)).and_then(|p| p.ty.tensor_parts()) {
+        Some((t, _)) => t.to_string(),
+        None => plan.dtype_of(name).to_string(),
+    };
+    let new = if step0 && !seq2seq { "prompt_len" } else { "1" };
+    let ids_source = match (step0, seq2seq) {
+        (true, true) => format!("[[decoder_start]]{}", start.map(|s| format!(" = [[{s}]]")).unwrap_or_default()),
+        (true, false) => "the prompt's token ids".into(),
+        _ => "[[the greedy token of the previous step]]".into(),
+    };
+    rows.push((plan.input_ids.clone(), plan.input_ids_dtype.to_string(), format!("[batch, {new}]"), ids_source));
+    if let Some(flag) = &plan.branch_flag {
+        let v =
+            if step0 { "[false] at step 0 (no-cache branch; the past is ignored)" } else { "[true] (cached branch)" };
+        rows.push((flag.clone(), "bool".into(), "[1]".into(), v.into()));
+    }
+    let states_name = plan
+        .encoder_hidden_states
+        .clone()
+        .or_else(|| (form == "split-pair" && step0).then(|| "encoder_hidden_states".to_string()));
+    if let Some(name) = states_name {
+        let from = encoder
+            .map(|e| format!("{e} → last_hidden_state (run once)"))
+            .unwrap_or_else(|| "the encoder's output".into());
+        let width = step0_file.and_then(|e| dims(e, &name).last().copied()).filter(|w| *w > 0);
+        let hidden = plan.hidden.or(width).map_or("hidden".into(), |h| h.to_string());
+        rows.push((name.clone(), dtype(&name), format!("[batch, enc_len, {hidden}]"), from));
+    }
+    if let Some(name) = &plan.encoder_attention_mask {
+        rows.push((
+            name.clone(),
+            dtype(name),
+            "[batch, enc_len]".into(),
+            "ones(batch, enc_len): the encoder's attention_mask".into(),
+        ));
+    }
+    if let Some(name) = &plan.attention_mask {
+        let (shape, src) = if step0 {
+            ("[batch, prompt_len]", "ones(batch, prompt_len)")
+        } else {
+            ("[batch, past_len + 1]", "ones(batch, past_len + new): past AND new tokens, whatever the dim name says")
+        };
+        rows.push((name.clone(), dtype(name), shape.into(), src.into()));
+    }
+    if let Some(name) = &plan.position_ids {
+        let (shape, src) = if step0 {
+            ("[batch, prompt_len]", "arange(prompt_len)")
+        } else {
+            ("[batch, 1]", "past_len + arange(new): continue the past")
+        };
+        rows.push((name.clone(), dtype(name), shape.into(), src.into()));
+    }
+    if !(form == "split-pair" && step0) {
+        for c in &plan.self_past {
+            let (shape, src) = if step0 {
+                (past_shape(plan, &c.shape, "0"), "zeros: an empty past, length 0 on the past axis".to_string())
+            } else {
+                (past_shape(plan, &c.shape, "past_len"), format!("{} of the previous step", c.present))
+            };
+            rows.push((c.past.clone(), c.dtype.to_string(), shape, src));
+        }
+        for c in &plan.cross_past {
+            let (shape, src) = if step0 && plan.branch_flag.is_some() {
+                (past_shape(plan, &c.shape, "0"), "zeros (ignored on the no-cache branch)".to_string())
+            } else {
+                (past_shape(plan, &c.shape, "enc_len"), format!("{} of step 0, kept", c.present))
+            };
+            rows.push((c.past.clone(), c.dtype.to_string(), shape, src));
+        }
+    }
+    if let Some(only) = &only {
+        rows.retain(|r| only.contains(&r.0));
+    }
+    let keyed: Vec<(String, (String, String, String))> = rows
+        .iter()
+        .map(|(n, d, s, src)| {
+            (n.clone(), (d.clone(), s.replace(n.as_str(), "\u{0}"), src.replace(n.as_str(), "\u{0}")))
+        })
+        .collect();
+    let presents: Vec<(String, (String, String, String))> = keyed
+        .iter()
+        .map(|(n, (d, s, src))| {
+            // Fold the present names in the source column along with the past names.
+            let src = plan.self_past.iter().chain(&plan.cross_past).fold(src.clone(), |acc, c| {
+                if &c.past == n {
+                    acc.replace(&c.present, "\u{1}")
+                } else {
+                    acc
+                }
+            });
+            (n.clone(), (d.clone(), s.clone(), src))
+        })
+        .collect();
+    fold(&presents)
+        .into_iter()
+        .map(|g| {
+            let (d, s, src) = presents[g.members[0]].1.clone();
+            let names: Vec<String> = g.members.iter().map(|&i| presents[i].0.clone()).collect();
+            let present_label = if src.contains('\u{1}') {
+                let ps: Vec<String> = names
+                    .iter()
+                    .filter_map(|n| {
+                        plan.self_past.iter().chain(&plan.cross_past).find(|c| &c.past == n).map(|c| c.present.clone())
+                    })
+                    .collect();
+                crate::fold::fold_names(&ps).join(", ")
+            } else {
+                String::new()
+            };
+            FeedRow {
+                name: g.label.clone(),
+                dtype: d,
+                shape: s.replace('\u{0}', &g.label),
+                source: src.replace('\u{0}', &g.label).replace('\u{1}', &present_label),
+                names,
+            }
+        })
+        .collect()
+}
+
+/// Concrete shapes of `rows` at steps 0, 1, 2 for batch 1.
+fn examples(rows: &[FeedRow], prompt_len: i64, enc_len: i64, step0: bool, seq2seq: bool) -> Vec<(String, Vec<String>)> {
+    rows.iter()
+        .map(|r| {
+            let at = |step: i64| -> String {
+                if step0 != (step == 0) {
+                    return "—".into();
+                }
+                let past = if seq2seq {
+                    step
+                } else if step == 0 {
+                    0
+                } else {
+                    prompt_len + step - 1
+                };
+                r.shape
+                    .replace("batch", "1")
+                    .replace("prompt_len", &prompt_len.to_string())
+                    .replace("past_len + 1", &(past + 1).to_string())
+                    .replace("past_len", &past.to_string())
+                    .replace("enc_len", &enc_len.to_string())
+            };
+            (r.name.clone(), vec![at(0), at(1), at(2)])
+        })
+        .collect()
+}
+
+const PROMPT_LEN: i64 = 4;
+const ENC_LEN: i64 = 7;
+
+fn plan_of(layout: &Layout, e: &Entry) -> Option<Plan> {
+    let contract = layout.contract_for(e)?.ok()?;
+    plan::build(&e.sig, &contract, 1).ok()
+}
+
+fn rules(plan: &Plan, form: &str, e: &Entry) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(flag) = &plan.branch_flag {
+        out.push(format!("`{flag}` is false at step 0 (with an empty past) and true at every later step; the inputs are the same on both branches."));
+    }
+    if !plan.cross_past.is_empty() {
+        let example = plan.cross_past.first().map(|c| c.present.clone()).unwrap_or_default();
+        out.push(format!(
+            "The cross-attention past is step 0's `{example}` (…), kept for every later step; never feed back what a cached step returns there (optimum's merged decoders return [0, heads, 1, head_dim] dummies)."
+        ));
+    }
+    out.push(format!(
+        "An empty past at step 0 has length 0 on the past axis (axis {}), not 1: a zero slot of length 1 is attended to.",
+        plan.seq_axis
+    ));
+    if let Some(mask) = &plan.attention_mask {
+        let dim =
+            e.sig.input(mask).and_then(|p| p.ty.tensor_parts()).and_then(|(_, d)| d.and_then(|d| d.get(1).cloned()));
+        let said = match dim {
+            Some(Dim::Symbolic(s)) => format!(" (the export names this axis `{s}`)"),
+            _ => String::new(),
+        };
+        out.push(format!("`{mask}` covers the past AND the new tokens: past_len + new{said}."));
+    }
+    match &plan.position_ids {
+        Some(p) => out.push(format!("`{p}` continue from the past: past_len + arange(new); restarting at 0 gives wrong logits with no error.")),
+        None if plan.family == Family::DecoderOnly => out.push(
+            "This export takes no position_ids: positions follow the past length inside the graph, so rows of a left-padded batch are shifted.".into(),
+        ),
+        None => {}
+    }
+    if form == "split-pair" {
+        out.push("Step 0 runs the no-past decoder on the start token; its present.* (decoder and encoder) seed the with-past decoder, whose outputs carry no encoder presents: keep step 0's.".into());
+    }
+    if e.sig.op_types.contains("GroupQueryAttention") {
+        out.push("GroupQueryAttention: seqlens_k and total_sequence_length are computed inside the graph from attention_mask, as onnxruntime-genai feeds it.".into());
+    }
+    out
+}
+
+/// The protocol of every drivable decoder form of the folder (or file) at `path`.
+pub fn describe(path: &Path) -> Result<Protocol, crate::Error> {
+    let layout = if path.is_dir() {
+        Layout::read(path, None, None)?
+    } else {
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Layout::read(dir, Some(path), None).or_else(|_| Layout::single(path, None))?
+    };
+    let wanted = |e: &Entry| !path.is_file() || e.file.path == path;
+    let start = layout.sizes.get("decoder_start").map(|s| s.value);
+    let eos = layout.sizes.get("eos").map(|s| s.value);
+    let mut loops = Vec::new();
+    for e in layout.entries.iter().filter(|e| wanted(e)) {
+        let (form, step0_entry) = match e.role {
+            Role::MergedDecoder => ("merged-decoder", e),
+            Role::DecoderOnly => ("decoder-only", e),
+            Role::DecoderWithPast => match layout.sibling(e, Role::Decoder) {
+                Some(d) => ("split-pair", d),
+                None => ("with-past-alone", e),
+            },
+            _ => continue,
+        };
+        let Some(plan) = plan_of(&layout, e) else { continue };
+        let encoder = layout.sibling(e, Role::Encoder);
+        let enc_rel = encoder.map(|x| x.file.rel.clone());
+        let seq2seq = plan.family == Family::Seq2Seq;
+        let enc_len = encoder
+            .and_then(|x| x.sig.outputs.first())
+            .and_then(|p| p.ty.tensor_parts())
+            .and_then(|(_, d)| d.and_then(|d| d.get(1).cloned()))
+            .and_then(|d| if let Dim::Fixed(v) = d { Some(v) } else { None })
+            .unwrap_or(ENC_LEN);
+        let prompt = if seq2seq { 1 } else { PROMPT_LEN };
+        let step0_inputs: Vec<String> = step0_entry.sig.inputs.iter().map(|p| p.name.clone()).collect();
+        let r0 = rows(&plan, true, form, enc_rel.as_deref(), start, (form == "split-pair").then_some(step0_entry));
+        let r1 = rows(&plan, false, form, enc_rel.as_deref(), start, None);
+        let encoder_inputs: Vec<(String, String, Vec<i64>)> = encoder
+            .map(|x| {
+                x.sig
+                    .inputs
+                    .iter()
+                    .filter_map(|p| p.ty.tensor_parts().map(|(t, _)| (p.name.clone(), t.to_string(), dims(x, &p.name))))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let encoder_feeds = encoder_inputs
+            .iter()
+            .map(|(n, t, d)| {
+                let shape: Vec<String> = d
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        if i == 0 {
+                            "batch".into()
+                        } else if *v > 0 {
+                            v.to_string()
+                        } else {
+                            "src_len".into()
+                        }
+                    })
+                    .collect();
+                let source = if t.starts_with("float") {
+                    "the audio features (e.g. log-mel spectrogram)"
+                } else if n.contains("mask") {
+                    "ones(batch, src_len)"
+                } else {
+                    "the source token ids"
+                };
+                FeedRow {
+                    name: n.clone(),
+                    names: vec![n.clone()],
+                    dtype: t.clone(),
+                    shape: format!("[{}]", shape.join(", ")),
+                    source: source.into(),
+                }
+            })
+            .collect();
+        let steps = vec![
+            StepFeeds {
+                step: "step 0 (prompt)".into(),
+                file: step0_entry.file.rel.clone(),
+                examples: examples(&r0, prompt, enc_len, true, seq2seq),
+                feeds: r0,
+            },
+            StepFeeds {
+                step: "step k ≥ 1".into(),
+                file: e.file.rel.clone(),
+                examples: examples(&r1, prompt, enc_len, false, seq2seq),
+                feeds: r1,
+            },
+        ];
+        loops.push(Loop {
+            form: form.into(),
+            encoder: enc_rel.clone(),
+            encoder_feeds,
+            step0_file: step0_entry.file.rel.clone(),
+            later_file: e.file.rel.clone(),
+            decoder_start: if seq2seq { start } else { None },
+            eos,
+            steps,
+            rules: rules(&plan, form, e),
+            paths: (enc_rel, step0_entry.file.rel.clone(), e.file.rel.clone()),
+            encoder_inputs,
+            step0_inputs,
+            plan: Some(plan),
+        });
+    }
+    Ok(Protocol {
+        schema_version: crate::SCHEMA_VERSION,
+        path: path.display().to_string(),
+        model_type: layout
+            .config
+            .as_ref()
+            .and_then(|c| c.model_type.clone())
+            .or(layout.genai.as_ref().and_then(|g| g.model_type.clone())),
+        files: layout.entries.iter().filter(|e| wanted(e)).map(|e| (e.file.rel.clone(), e.role.to_string())).collect(),
+        loops,
+    })
+}

@@ -1,0 +1,196 @@
+"""Tests of python/onnx_contract_trace.py and of the committed traces.
+
+    python3 tests/callers/test_recorder.py      (no pytest needed; exits 1 on failure)
+
+Digests are equal exactly when dtype, shape and bytes are equal; a present fed
+back has its output's digest; errors are recorded and re-raised; record_sessions
+records `run(None, feeds)` and `run([names], feeds)`; every committed trace in
+tests/traces/ has the documented form.
+"""
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+import onnx_contract_trace as oct  # noqa: E402
+
+MARIAN = ROOT / "models" / "marian-tiny"
+GPT2 = ROOT / "models" / "gpt2-tiny" / "model.onnx"
+TMP = Path(tempfile.mkdtemp(prefix="trace-test-"))
+rng = np.random.default_rng(0)
+
+
+def session(path):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    so.log_severity_level = 4
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+
+
+def lines(path):
+    return [json.loads(l) for l in open(path, encoding="utf-8")]
+
+
+def gpt2_feeds(batch=1, past=0):
+    return {"input_ids": np.array([[3, 14, 15, 92]] * batch, np.int64),
+            **{f"past_key_values.{l}.{kv}": np.zeros((batch, 4, past, 8), np.float32)
+               for l in range(2) for kv in ("key", "value")},
+            "attention_mask": np.ones((batch, past + 4), np.int64),
+            "position_ids": np.tile(np.arange(past, past + 4, dtype=np.int64), (batch, 1))}
+
+
+def test_digest_bytes_dtype_shape():
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    assert oct.digest(a) == oct.digest(a.copy())
+    assert oct.digest(a.T) == oct.digest(np.ascontiguousarray(a.T))  # a view hashes as its C-order copy
+    assert oct.digest(a.T) != oct.digest(a.T.copy().reshape(2, 3))  # same bytes, other shape
+    b = a.copy()
+    b[1, 2] = np.nextafter(b[1, 2], np.float32(np.inf))  # one ulp
+    assert oct.digest(a) != oct.digest(b)
+    assert oct.digest(np.zeros(2, np.float32)) != oct.digest(np.zeros(4, np.float16))  # same bytes, other dtype
+    assert oct.digest(np.zeros((1, 8, 0, 4), np.float32)) != oct.digest(np.zeros((1, 8, 4, 0), np.float32))
+    assert oct.digest(a.astype(">f4")) == oct.digest(a)  # byte order does not matter, values do
+    assert oct.describe(np.array([True])) == {"dtype": "bool", "shape": [1],
+                                              "digest": oct.digest(np.array([True]))}
+    assert oct.describe([[1, 2]])["dtype"] == "int64"
+    assert oct.describe(ort.OrtValue.ortvalue_from_numpy(a)) == oct.describe(a)
+
+
+def test_present_fed_back_has_its_digest():
+    """Marian merged decoder: step 1's pasts are step 0's presents (same digest);
+    fresh zeros of the present's shape are not (different digest)."""
+    path = TMP / "marian.jsonl"
+    with oct.record(path, timing=False) as rec:
+        enc, dec = rec.wrap(session(MARIAN / "encoder_model.onnx")), rec.wrap(session(MARIAN / "decoder_model_merged.onnx"))
+        ids = np.array([[5, 17, 42, 7, 9, 3, 0]], np.int64)
+        hidden = enc.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})[0]
+        base = {"encoder_attention_mask": np.ones_like(ids), "encoder_hidden_states": hidden}
+        names = [o.name for o in dec.get_outputs()]
+        zeros = {i.name: np.zeros((1, 8, 0, 4), np.float32) for i in dec.get_inputs() if i.name.startswith("past_")}
+        out0 = dict(zip(names, dec.run(None, {**base, "input_ids": np.array([[999]]), **zeros,
+                                              "use_cache_branch": np.array([False])})))
+        past = {"past_key_values." + n[len("present."):]: v for n, v in out0.items() if n.startswith("present.")}
+        dec.run(None, {**base, "input_ids": np.array([[int(out0["logits"].argmax())]]), **past,
+                       "use_cache_branch": np.array([True])})
+    enc_line, step0, step1 = lines(path)
+    assert [l["call"] for l in (enc_line, step0, step1)] == [0, 1, 2]
+    assert [l["model"] for l in (enc_line, step0, step1)] == ["encoder_model.onnx"] + ["decoder_model_merged.onnx"] * 2
+    assert list(enc_line["outputs"]) == ["last_hidden_state"]
+    assert enc_line["outputs"]["last_hidden_state"]["digest"] == step0["feeds"]["encoder_hidden_states"]["digest"]
+    assert list(step0["outputs"]) == names and "error" not in step0
+    assert step0["feeds"]["use_cache_branch"]["dtype"] == "bool"
+    for name, fed in step1["feeds"].items():
+        if name.startswith("past_key_values."):
+            assert fed == step0["outputs"]["present." + name[len("past_key_values."):]], name
+    present = out0["present.0.decoder.key"]
+    assert present.shape == (1, 8, 1, 4) and present.any()
+    assert oct.digest(np.zeros_like(present)) != step0["outputs"]["present.0.decoder.key"]["digest"]
+    assert oct.describe(np.zeros_like(present))["shape"] == step0["outputs"]["present.0.decoder.key"]["shape"]
+    assert all("time_ms" not in l for l in (enc_line, step0, step1))
+
+
+def test_error_recorded_and_reraised():
+    path = TMP / "error.jsonl"
+    rec = oct.TraceRecorder(path)
+    sess = rec.wrap(session(GPT2), name="gpt2.onnx")
+    sess.run(None, gpt2_feeds())
+    feeds = gpt2_feeds()
+    feeds["input_ids"] = np.array([[3, 14, 15, 92]] * 2, np.int64)  # batch 2 against batch-1 pasts
+    try:
+        sess.run(["logits"], feeds)
+    except Exception as e:
+        raised = str(e)
+    else:
+        raise AssertionError("ORT accepted a batch-2 input_ids with batch-1 mask")
+    rec.close()
+    ok, bad = lines(path)
+    assert ok["model"] == bad["model"] == "gpt2.onnx"
+    assert "outputs" not in bad and bad["error"] == raised and raised
+    assert bad["feeds"]["input_ids"]["shape"] == [2, 4] and bad["call"] == 1
+    assert isinstance(ok["time_ms"], float) and isinstance(bad["time_ms"], float)
+    assert list(ok["outputs"]) == ["logits", "present.0.key", "present.0.value", "present.1.key", "present.1.value"]
+
+
+def test_record_sessions_patches_run():
+    path = TMP / "global.jsonl"
+    rec = oct.record_sessions(path, timing=False)
+    try:
+        sess = session(GPT2)  # created after patching, as in an app
+        full = sess.run(None, gpt2_feeds())
+        only = sess.run(["present.1.value", "logits"], gpt2_feeds())
+        oct.TraceRecorder(TMP / "other.jsonl").wrap(sess)  # wrapped too: recorded once, by the wrapper
+        sess.run(None, gpt2_feeds())
+    finally:
+        oct.unpatch()
+        rec.close()
+    assert ort.InferenceSession.run is ort.capi.onnxruntime_inference_collection.Session.run
+    a, b = lines(path)
+    assert a["model"] == "model.onnx" and a["call"] == 0 and b["call"] == 1
+    assert list(a["outputs"]) == [o.name for o in sess.get_outputs()]
+    assert list(b["outputs"]) == ["present.1.value", "logits"]
+    assert b["outputs"]["logits"]["digest"] == a["outputs"]["logits"]["digest"] == oct.digest(full[0])
+    assert b["outputs"]["present.1.value"]["digest"] == oct.digest(only[0])
+    assert len(lines(TMP / "other.jsonl")) == 1
+
+
+def test_append_continues_numbering():
+    path = TMP / "append.jsonl"
+    for _ in range(2):
+        with oct.TraceRecorder(path, append=True, timing=False) as rec:
+            rec.wrap(session(GPT2)).run(["logits"], gpt2_feeds())
+    assert [l["call"] for l in lines(path)] == [0, 1]
+    with oct.TraceRecorder(path, timing=False):  # default: a new trace
+        pass
+    assert lines(path) == []
+
+
+def test_command_line_runner():
+    app = TMP / "app.py"
+    app.write_text("import sys, numpy as np, onnxruntime as ort\n"
+                   f"s = ort.InferenceSession({str(GPT2)!r}, providers=['CPUExecutionProvider'])\n"
+                   "f = {i.name: np.zeros((1, 4, 0, 8), np.float32) for i in s.get_inputs()[1:5]}\n"
+                   "f.update(input_ids=np.ones((1, 2), np.int64), attention_mask=np.ones((1, 2), np.int64),\n"
+                   "         position_ids=np.arange(2).reshape(1, 2))\n"
+                   "s.run(None, f)\nprint(sys.argv[1:])\n")
+    out = subprocess.run([sys.executable, str(ROOT / "python" / "onnx_contract_trace.py"), str(TMP / "cli.jsonl"),
+                          str(app), "x", "y"], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['x', 'y']", out
+    (line,) = lines(TMP / "cli.jsonl")
+    assert line["model"] == "model.onnx" and "outputs" in line
+
+
+def test_committed_traces_have_the_format():
+    traces = sorted((ROOT / "tests" / "traces").glob("*.jsonl"))
+    assert traces, "no traces: run tests/callers/caller.py --all"
+    dtypes = {"float32", "float16", "int64", "int32", "bool"}
+    for path in traces:
+        calls = lines(path)
+        assert [c["call"] for c in calls] == list(range(len(calls))), path
+        for c in calls:
+            assert set(c) <= {"call", "model", "feeds", "outputs", "error", "time_ms"}, (path, c["call"])
+            assert ("outputs" in c) != ("error" in c), (path, c["call"])
+            for t in [*c["feeds"].values(), *c.get("outputs", {}).values()]:
+                assert t["dtype"] in dtypes and all(isinstance(d, int) for d in t["shape"])
+                assert t["digest"].startswith("sha1:") and len(t["digest"]) == 45
+        assert path.stat().st_size < 64_000, path
+
+
+if __name__ == "__main__":
+    failed = 0
+    for name, test in [(n, f) for n, f in list(globals().items()) if n.startswith("test_")]:
+        try:
+            test()
+            print(f"ok    {name}")
+        except Exception:
+            failed += 1
+            print(f"FAIL  {name}\n{traceback.format_exc()}")
+    shutil.rmtree(TMP, ignore_errors=True)
+    sys.exit(1 if failed else 0)
