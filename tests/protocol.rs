@@ -111,3 +111,117 @@ fn emitted_python_programs_match_the_uncached_reference() {
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// A subset covering every form and numeric kind, for the compiled languages.
+const LANG_CASES: &[(&str, &str, &str, f64)] = &[
+    ("marian-tiny", "merged-decoder", "5,17,42,7", 1e-4),
+    ("bart-tjs", "split-pair", "5,17,42", 1e-4),
+    ("whisper-tiny", "merged-decoder", "FEATURES", 1e-4),
+    ("gpt2-tiny", "decoder-only", "3,14,15,92", 1e-4),
+    ("llama-genai", "decoder-only", "3,14,15,92", 1e-4),
+    ("marian-fp16", "merged-decoder", "5,17,42,7", 2e-2),
+    ("gpt2-int8/onnx/model_quantized.onnx", "decoder-only", "3,14,15,92", 5e-2),
+];
+
+fn model_dir(dir: &str) -> std::path::PathBuf {
+    let target = root().join("models").join(dir);
+    if dir.ends_with(".onnx") {
+        target.parent().unwrap().to_path_buf()
+    } else {
+        target
+    }
+}
+
+fn reference(dir: &str, form: &str, args: &[String]) -> Value {
+    let target = format!("models/{dir}");
+    let mut cmd = vec!["protocol", &target, "--form", form, "--reference", "--max-new-tokens", "16", "--ignore-eos"];
+    cmd.extend(args.iter().map(String::as_str));
+    let r = run(&cmd);
+    assert!(r.status.success(), "{dir}: {}", String::from_utf8_lossy(&r.stderr));
+    serde_json::from_slice(&r.stdout).unwrap()
+}
+
+fn emitted(dir: &str, form: &str, lang: &str) -> Vec<u8> {
+    let out = run(&["protocol", &format!("models/{dir}"), "--form", form, "--emit", lang]);
+    assert!(out.status.success(), "{dir}: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+#[test]
+fn emitted_rust_programs_build_and_match_the_uncached_reference() {
+    let krate = root().join("target").join("emitted-rust-crate");
+    let bins = krate.join("src").join("bin");
+    std::fs::create_dir_all(&bins).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"emitted\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n[dependencies]\n\
+         ort = { version = \"=2.0.0-rc.15\", default-features = false, features = [\"std\", \"ndarray\", \"load-dynamic\", \"api-17\", \"half\"] }\n\
+         ndarray = \"0.17\"\nhalf = \"2\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    for (i, (dir, form, _, _)) in LANG_CASES.iter().enumerate() {
+        std::fs::write(bins.join(format!("case{i}.rs")), emitted(dir, form, "rust")).unwrap();
+    }
+    // Its own target dir: the outer cargo holds ours.
+    let target = root().join("target").join("emitted-rust");
+    let build = Command::new("cargo")
+        .args(["build", "--quiet", "--bins"])
+        .current_dir(&krate)
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .unwrap();
+    assert!(build.status.success(), "the emitted Rust does not build:\n{}", String::from_utf8_lossy(&build.stderr));
+    let lib = onnx_contract::runtime::locate::locate(None).expect("ONNX Runtime").path;
+    let tmp = std::env::temp_dir().join(format!("onnx-contract-emit-rs-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let feats = features(&tmp);
+    for (i, (dir, form, input, tol)) in LANG_CASES.iter().enumerate() {
+        let args = input_args(input, &feats);
+        let ran = Command::new(target.join("debug").join(format!("case{i}")))
+            .args(["--model-dir", path_str(&model_dir(dir)), "--max-new-tokens", "16", "--ignore-eos"])
+            .args(&args)
+            .env("ORT_DYLIB_PATH", &lib)
+            .output()
+            .unwrap();
+        assert!(ran.status.success(), "{dir}: {}", String::from_utf8_lossy(&ran.stderr));
+        let got: Value = serde_json::from_slice(&ran.stdout).unwrap();
+        compare(&format!("rust {dir} ({form})"), &got, &reference(dir, form, &args), *tol);
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[test]
+fn emitted_javascript_programs_match_the_uncached_reference() {
+    // onnxruntime-node from the npm registry; its install script only fetches
+    // optional GPU binaries from elsewhere, so it is skipped (the CPU ones ship in the package).
+    let js = root().join("target").join("emitted-js");
+    std::fs::create_dir_all(&js).unwrap();
+    if !js.join("node_modules").join("onnxruntime-node").exists() {
+        std::fs::write(js.join("package.json"), "{\"name\": \"emitted\", \"private\": true, \"type\": \"module\"}\n")
+            .unwrap();
+        let npm = Command::new("npm")
+            .args(["install", "--ignore-scripts", "--no-audit", "--no-fund", "onnxruntime-node@1.30.0"])
+            .current_dir(&js)
+            .output()
+            .expect("npm");
+        assert!(npm.status.success(), "npm install onnxruntime-node: {}", String::from_utf8_lossy(&npm.stderr));
+    }
+    let tmp = std::env::temp_dir().join(format!("onnx-contract-emit-js-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let feats = features(&tmp);
+    for (i, (dir, form, input, tol)) in LANG_CASES.iter().enumerate() {
+        let program = js.join(format!("case{i}.mjs"));
+        std::fs::write(&program, emitted(dir, form, "js")).unwrap();
+        let args = input_args(input, &feats);
+        let ran = Command::new("node")
+            .arg(&program)
+            .args(["--model-dir", path_str(&model_dir(dir)), "--max-new-tokens", "16", "--ignore-eos"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(ran.status.success(), "{dir}: {}", String::from_utf8_lossy(&ran.stderr));
+        let got: Value = serde_json::from_slice(&ran.stdout).unwrap();
+        compare(&format!("js {dir} ({form})"), &got, &reference(dir, form, &args), *tol);
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -113,7 +113,7 @@ fn py_cache(list: &[CacheTensor]) -> String {
         let dims: Vec<String> = c.shape.iter().skip(1).map(|d| d.to_string()).collect();
         let _ = writeln!(
             s,
-            "    ({:?}, {:?}, {}, ({},)),",
+            "    ({:?}, {:?}, {}, ({})),",
             c.past,
             c.present,
             np_dtype(&c.dtype.to_string()),
