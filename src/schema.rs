@@ -65,6 +65,7 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
         ("signature.schema.json", doc(schemars::schema_for!(crate::summary::ModelSummary))),
         ("folder-summary.schema.json", doc(schemars::schema_for!(crate::folder::FolderSummary))),
         ("contract.schema.json", doc(schemars::schema_for!(crate::contract::spec::ContractFile))),
+        ("protocol.schema.json", doc(schemars::schema_for!(crate::protocol::Protocol))),
         (
             "error.schema.json",
             serde_json::json!({

@@ -69,6 +69,7 @@ fn real_documents_validate_against_the_schemas() {
         &[save("sig.json", &["sig", "--format", "json", "models/whisper-tiny/encoder_model.onnx"])],
     );
     validate("folder-summary.schema.json", &[save("sigdir.json", &["sig", "--format", "json", "models/bart-tjs"])]);
+    validate("protocol.schema.json", &[save("protocol.json", &["protocol", "--format", "json", "models/marian-tiny"])]);
     validate("error.schema.json", &[save("err.json", &["check", "--format", "json", "nope.onnx", "--no-fetch"])]);
     let specs: Vec<String> =
         std::fs::read_dir(root().join("specs")).unwrap().map(|e| e.unwrap().path().display().to_string()).collect();
