@@ -12,7 +12,7 @@ For an application you cannot edit, `record_sessions("trace.jsonl")` patches
 `onnxruntime.InferenceSession.run`, so every session of the process is recorded;
 from a shell: `python3 onnx_contract_trace.py trace.jsonl app.py [ARGS...]`.
 
-One JSON line per call, no tensor values:
+One JSON line per call, no tensor values (but those of small int/bool tensors):
   {"call": 0, "model": "decoder_model_merged.onnx",
    "feeds": {"input_ids": {"dtype": "int64", "shape": [1, 1], "digest": "sha1:..."}, ...},
    "outputs": {...same form...} | "error": "<str(exception)>", "time_ms": 1.234}
@@ -51,11 +51,19 @@ def digest(value):
     return "sha1:" + h.hexdigest()
 
 
+SMALL = 16  # integer and bool tensors up to this many elements also keep their values
+
+
 def describe(value):
-    """{"dtype", "shape", "digest"} of one tensor; dtype is numpy's name ("float32", "bool")."""
+    """{"dtype", "shape", "digest"} of one tensor; dtype is numpy's name ("float32", "bool").
+    Small integer or bool tensors (a branch flag, a token id) also carry "value" (flat list),
+    so a replay can reproduce the call with the caller's own flags and ids."""
     a = _array(value)
     name = "str" if a.dtype.hasobject or a.dtype.kind == "U" else a.dtype.name
-    return {"dtype": name, "shape": [int(d) for d in a.shape], "digest": digest(a)}
+    out = {"dtype": name, "shape": [int(d) for d in a.shape], "digest": digest(a)}
+    if a.dtype.kind in "biu" and a.size <= SMALL:
+        out["value"] = [int(v) for v in a.reshape(-1)]
+    return out
 
 
 def _model_name(session):

@@ -86,6 +86,15 @@ codes! {
     ConfigMismatch = "config-mismatch": "config.json states a size the model does not have (layers, heads, head size, vocabulary, width).",
     CrossFile = "cross-file": "Two files of one export folder disagree (encoder width or dtype, layers, heads, vocabulary).",
     RoleUnknown = "role-unknown": "A file in the folder is neither a recognised encoder nor decoder; it is listed, not checked.",
+    CallerSignature = "caller-signature": "A call feeds inputs the model does not have, misses some, or feeds another dtype, rank or fixed size (replay, feed guard).",
+    CallerPast = "caller-past": "A self-attention past is not the previous call's present (fresh values, or another length).",
+    CallerCrossPast = "caller-cross-past": "A cross-attention past is not step 0's present (e.g. a cached step's dummy fed back).",
+    CallerFlag = "caller-flag": "The branch flag contradicts the past fed (cached branch with an empty past, or the reverse).",
+    CallerPrefix = "caller-prefix": "The whole prefix is re-fed on top of a non-empty past.",
+    CallerMask = "caller-mask": "The attention mask does not cover past + new tokens.",
+    CallerPositions = "caller-positions": "Position ids do not continue from the past length.",
+    CallerNoCache = "caller-no-cache": "The cache is never used: every call re-feeds the growing prefix on the no-cache path.",
+    CallerError = "caller-error": "A recorded call failed in ONNX Runtime (what the application saw).",
 }
 
 impl Serialize for Code {
@@ -142,6 +151,9 @@ pub struct Finding {
     /// ONNX Runtime version the finding was seen with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// Index of the recorded call (replay and feed guard findings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<usize>,
 }
 
 impl Finding {
@@ -159,6 +171,7 @@ impl Finding {
             node: None,
             cause: None,
             runtime: None,
+            call: None,
         }
     }
     /// An error finding.

@@ -23,6 +23,7 @@
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 #![warn(missing_docs)]
 
+pub mod caller;
 mod checker;
 pub mod contract;
 pub mod diff;

@@ -116,6 +116,19 @@ enum Command {
         form: Option<String>,
     },
     #[command(after_help = exit::TABLE)]
+    /// Model or caller? Compares a recorded trace of an application's calls
+    /// (JSON Lines; python/onnx_contract_trace.py records one) with the protocol
+    /// the model needs, re-runs the caller's calls, checks the model with the
+    /// correct protocol, and says who is at fault. Exit 0 when the caller
+    /// follows the protocol, 2 when it does not.
+    Replay {
+        /// The trace (.jsonl).
+        trace: PathBuf,
+        /// The model file or export folder the application called.
+        #[arg(long)]
+        model: PathBuf,
+    },
+    #[command(after_help = exit::TABLE)]
     /// List the built-in contracts (compiled in), or print one: `specs marian`.
     Specs {
         /// A built-in contract's name, or its family (`marian`, `gpt2`).
@@ -423,6 +436,16 @@ fn run(cli: Cli) -> Result<i32, Fail> {
                 None => emit(&table::protocol(&p)),
             }
             Ok(exit::OK)
+        }
+        Command::Replay { trace, model } => {
+            let checker = Checker::new().fetch(false).on_progress(progress_line());
+            let r = onnx_contract::caller::replay::replay(&checker, &trace, &model)?;
+            if json_out {
+                emit(&json::to_text(&r));
+            } else {
+                emit(&table::replay(&r));
+            }
+            Ok(if r.verdict == Verdict::Pass { exit::OK } else { exit::VIOLATED })
         }
         Command::Specs { name: Some(name) } => {
             let (full, text) = onnx_contract::contract::builtin::text(&name).ok_or_else(|| Fail {

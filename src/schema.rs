@@ -66,6 +66,9 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
         ("folder-summary.schema.json", doc(schemars::schema_for!(crate::folder::FolderSummary))),
         ("contract.schema.json", doc(schemars::schema_for!(crate::contract::spec::ContractFile))),
         ("protocol.schema.json", doc(schemars::schema_for!(crate::protocol::Protocol))),
+        ("trace-line.schema.json", doc(schemars::schema_for!(crate::caller::Call))),
+        #[cfg(feature = "runtime")]
+        ("replay.schema.json", doc(schemars::schema_for!(crate::caller::replay::ReplayReport))),
         (
             "error.schema.json",
             serde_json::json!({

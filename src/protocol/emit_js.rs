@@ -1,6 +1,6 @@
 //! The JavaScript program (onnxruntime-node; no other dependency).
 
-use super::emit::Spec;
+use super::spec::Spec;
 use crate::runtime::plan::CacheTensor;
 use std::fmt::Write;
 

@@ -1,6 +1,6 @@
 //! The Rust program (ort 2 + ndarray; `half` too for float16 models).
 
-use super::emit::Spec;
+use super::spec::Spec;
 use crate::runtime::plan::CacheTensor;
 use std::fmt::Write;
 

@@ -8,6 +8,7 @@ mod emit_js;
 mod emit_rust;
 #[cfg(feature = "runtime")]
 pub mod reference;
+mod spec;
 pub mod table;
 
 pub use table::{describe, FeedRow, Loop, Protocol, StepFeeds};

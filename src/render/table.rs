@@ -638,3 +638,57 @@ pub fn protocol(p: &crate::protocol::Protocol) -> String {
     set_style(outer);
     text
 }
+
+/// `replay`: the caller's first departures, the reproduction, the model's own
+/// check with the correct protocol, and who is at fault.
+pub fn replay(r: &crate::caller::replay::ReplayReport) -> String {
+    let mut out = format!("{} against {} ({} calls)\n", r.trace, r.model, r.calls);
+    if r.findings.is_empty() {
+        out.push_str("every call follows the protocol\n");
+    } else {
+        let mut t = new_table(&["call", "code", "finding"]);
+        for f in &r.findings {
+            t.add_row(vec![
+                f.call.map(|c| c.to_string()).unwrap_or_default(),
+                f.code.as_str().to_string(),
+                f.message.clone(),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    if let Some(rep) = &r.reproduction {
+        match &rep.failed {
+            Some((call, error, node)) => {
+                let _ = writeln!(out, "re-running the caller's calls on {}: call {call} fails: {error}", rep.model);
+                if let Some(n) = node {
+                    let _ = writeln!(out, "  node: {n}");
+                }
+            }
+            None => {
+                let _ = writeln!(out, "re-running the caller's calls on {}: calls {:?} run without an error (the results are wrong, silently)", rep.model, rep.calls);
+            }
+        }
+    }
+    if let Some(c) = &r.model_check {
+        let steps = c.runtime.as_ref().map_or(0, |rt| rt.steps.iter().filter(|s| s.ok).count());
+        let _ = writeln!(
+            out,
+            "the correct protocol on {}: {} ({steps} steps ok)",
+            c.model,
+            paint(&c.verdict.as_str().to_uppercase())
+        );
+    }
+    if let Some(cost) = &r.cost {
+        let _ = writeln!(
+            out,
+            "cost of not using the cache, measured on this model: {} steps take {:.1} ms with the cache, {:.1} ms re-feeding the prefix ({:.1}x){}",
+            cost.steps,
+            cost.cached_ms,
+            cost.uncached_ms,
+            cost.uncached_ms / cost.cached_ms.max(1e-9),
+            cost.trace_ms.map(|t| format!("; the trace's decoder calls took {t:.1} ms")).unwrap_or_default()
+        );
+    }
+    let _ = writeln!(out, "\nverdict: {}", r.summary);
+    fit(out)
+}

@@ -79,6 +79,20 @@ pub fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         Ok(ctx) => ctx,
         Err(ev) => return emit(*ev),
     };
+    if let Some(calls) = job.options.replay.clone() {
+        for c in &calls {
+            let feeds = replay_feeds(&ctx.job.plan, c, &mut ctx.rng);
+            match run(&mut ctx.session, &feeds) {
+                Ok(_) => emit(Event::Replayed { call: c.call, error: None, node: None }),
+                Err(message) => {
+                    let node = diagnose(ctx.env, &ctx.job.model, &message, &feeds, &ctx.job.options);
+                    emit(Event::Replayed { call: c.call, error: Some(message), node });
+                    break;
+                }
+            }
+        }
+        return emit(Event::Done);
+    }
     if let Some(r) = job.options.reference.clone() {
         match generate(&mut ctx, &r) {
             Ok((ids, top5)) => emit(Event::Generated { ids, top5 }),
@@ -229,8 +243,12 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
 
         // Parity: the same position recomputed without the cache.
         let mut parity = None;
+        let mut recompute_seconds = None;
         if step > 0 {
-            match recompute(ctx, &tokens, dummy, &cache) {
+            let t = Instant::now();
+            let full = recompute(ctx, &tokens, dummy, &cache);
+            recompute_seconds = Some(t.elapsed().as_secs_f64());
+            match full {
                 Ok(full) => parity = out.floats.get(&plan.logits).map(|c| checks::gap(c, &full)),
                 Err(message) => issues.push(super::events::StepIssue::error(
                     crate::finding::Code::Parity,
@@ -249,6 +267,7 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
             parity: parity.map(|g| g.abs),
             parity_rel: parity.map(|g| g.rel),
             greedy_agrees: parity.map(|g| g.greedy_agrees),
+            recompute_seconds,
             issues,
         });
         let Some(logits) = out.floats.get(&plan.logits).filter(|_| !failed_hard) else { return };
@@ -262,6 +281,41 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
         new_tokens = next.iter().map(|t| vec![*t]).collect();
         cache.advance(plan, &out, step, present_len);
     }
+}
+
+/// A recorded call's feeds: its dtypes, shapes and small values (flags, ids),
+/// seeded contents for the rest (ids within the vocabulary, masks of ones).
+fn replay_feeds(plan: &Plan, c: &super::options::ReplayCall, rng: &mut Rng) -> Vec<Feed> {
+    c.feeds
+        .iter()
+        .map(|(name, dtype, shape, value)| {
+            let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+            let n: usize = dims.iter().product();
+            let elem = ElemType::from_name(dtype).unwrap_or(ElemType::F32);
+            let given = value.as_ref().filter(|v| v.len() == n);
+            let values = if elem == ElemType::BOOL {
+                feeds::Values::Bool(
+                    ArrayD::from_shape_vec(
+                        IxDyn(&dims),
+                        given.map_or(vec![false; n], |v| v.iter().map(|&x| x != 0).collect()),
+                    )
+                    .expect("shape"),
+                )
+            } else if elem.is_float() {
+                feeds::Values::Float(
+                    ArrayD::from_shape_vec(IxDyn(&dims), (0..n).map(|_| rng.normal()).collect()).expect("shape"),
+                )
+            } else {
+                let v = match given {
+                    Some(v) => v.clone(),
+                    None if name.contains("mask") => vec![1; n],
+                    None => (0..n).map(|_| rng.below(plan.vocab)).collect(),
+                };
+                feeds::Values::Int(ArrayD::from_shape_vec(IxDyn(&dims), v).expect("shape"))
+            };
+            Feed { name: name.clone(), elem, values }
+        })
+        .collect()
 }
 
 /// Greedy generation without any cache: every step recomputes the whole

@@ -148,6 +148,9 @@ pub enum Event {
         /// Whether the greedy token is the same on both paths.
         #[serde(default)]
         greedy_agrees: Option<bool>,
+        /// How long recomputing the prefix without the cache took.
+        #[serde(default)]
+        recompute_seconds: Option<f64>,
         /// Checks that did not hold.
         issues: Vec<StepIssue>,
     },
@@ -182,6 +185,15 @@ pub enum Event {
         ids: Vec<i64>,
         /// The five highest logits (id, logit) of every new token.
         top5: Vec<Vec<(i64, f64)>>,
+    },
+    /// A re-run recorded call: ONNX Runtime's error, if it failed.
+    Replayed {
+        /// The call's index in the trace.
+        call: usize,
+        /// The error, when it failed.
+        error: Option<String>,
+        /// The node it failed in.
+        node: Option<FailedNode>,
     },
     /// Every run finished.
     Done,

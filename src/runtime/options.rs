@@ -37,6 +37,22 @@ pub struct Options {
     /// programs are compared with.
     #[serde(default)]
     pub reference: Option<Reference>,
+    /// Instead of the cache check: re-run a caller's recorded calls (their
+    /// dtypes, shapes and small values; seeded contents) until one fails.
+    #[serde(default)]
+    pub replay: Option<Vec<ReplayCall>>,
+}
+
+/// One recorded feed to re-create: name, dtype, shape, small values.
+pub type ReplayFeed = (String, String, Vec<i64>, Option<Vec<i64>>);
+
+/// One recorded call to re-run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReplayCall {
+    /// The call's index in the trace.
+    pub call: usize,
+    /// Its feeds.
+    pub feeds: Vec<ReplayFeed>,
 }
 
 /// A reference generation: what to feed and how long to go.
@@ -68,6 +84,7 @@ impl Default for Options {
             step0_model: None,
             threads: 0,
             reference: None,
+            replay: None,
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct StepRow {
     /// Whether the greedy token agrees between the cached and uncached paths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub greedy_agrees: Option<bool>,
+    /// Time to recompute the whole prefix without the cache (what a caller that never uses the cache pays per step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recompute_seconds: Option<f64>,
     /// Every feed's dtype and shape.
     pub feeds: Vec<TensorInfo>,
     /// Every output's dtype and shape.
@@ -67,6 +70,9 @@ pub struct RuntimeReport {
     /// Set when the child process died or hung.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash: Option<String>,
+    /// Re-run recorded calls: `(call, error)` for each one run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replayed: Vec<(usize, Option<String>, Option<FailedNode>)>,
     /// A reference generation's new ids and top-5 logits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated: Option<super::events::Generated>,
@@ -98,6 +104,7 @@ impl RuntimeReport {
             steps: Vec::new(),
             crash: None,
             generated: None,
+            replayed: Vec::new(),
             findings: Vec::new(),
             done: false,
         }
@@ -123,12 +130,23 @@ impl RuntimeReport {
                 parity_max_abs_diff: None,
                 parity_rel_diff: None,
                 greedy_agrees: None,
+                recompute_seconds: None,
                 feeds,
                 outputs: Vec::new(),
                 error: None,
                 failed_node: None,
             }),
-            Event::Step { variant, step, outputs, seconds, parity, parity_rel, greedy_agrees, issues } => {
+            Event::Step {
+                variant,
+                step,
+                outputs,
+                seconds,
+                parity,
+                parity_rel,
+                greedy_agrees,
+                recompute_seconds,
+                issues,
+            } => {
                 let ok = issues.iter().all(|i| i.severity != Severity::Error);
                 if let Some(row) = self.row(variant, step) {
                     row.ok = ok;
@@ -136,6 +154,7 @@ impl RuntimeReport {
                     row.parity_max_abs_diff = parity;
                     row.parity_rel_diff = parity_rel;
                     row.greedy_agrees = greedy_agrees;
+                    row.recompute_seconds = recompute_seconds;
                     row.outputs = outputs;
                 }
                 for i in issues {
@@ -180,6 +199,7 @@ impl RuntimeReport {
                 self.findings.push(f);
             }
             Event::Generated { ids, top5 } => self.generated = Some((ids, top5)),
+            Event::Replayed { call, error, node } => self.replayed.push((call, error, node)),
             Event::Done => self.done = true,
         }
     }

@@ -59,7 +59,8 @@ def test_digest_bytes_dtype_shape():
     assert oct.digest(np.zeros((1, 8, 0, 4), np.float32)) != oct.digest(np.zeros((1, 8, 4, 0), np.float32))
     assert oct.digest(a.astype(">f4")) == oct.digest(a)  # byte order does not matter, values do
     assert oct.describe(np.array([True])) == {"dtype": "bool", "shape": [1],
-                                              "digest": oct.digest(np.array([True]))}
+                                              "digest": oct.digest(np.array([True])), "value": [1]}
+    assert "value" not in oct.describe(np.zeros(17, np.int64))  # only small int/bool tensors keep values
     assert oct.describe([[1, 2]])["dtype"] == "int64"
     assert oct.describe(ort.OrtValue.ortvalue_from_numpy(a)) == oct.describe(a)
 

@@ -1,0 +1,12 @@
+//! Is it the model or the caller? A recorded trace of what an application fed
+//! (`trace`), the feed guard an application calls before each run (`guard`),
+//! and `replay` of a trace against the protocol the model needs. The rules
+//! come from the runtime's plan (what a correct caller feeds), never restated.
+
+pub mod guard;
+#[cfg(feature = "runtime")]
+pub mod replay;
+pub mod trace;
+
+pub use guard::{FeedGuard, GuardError, TensorMeta};
+pub use trace::{Call, TensorRecord};

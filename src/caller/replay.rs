@@ -1,0 +1,273 @@
+//! `replay TRACE --model PATH`: a caller's recorded calls against the
+//! protocol the model needs. The guard names the first departures (call,
+//! tensor, both values); the calls are then re-run with the caller's shapes
+//! and flags to show its error happen, the model is checked with the correct
+//! protocol to show it does not, and one line says who is at fault.
+
+use super::guard::FeedGuard;
+use super::trace::{self, Call};
+use crate::checker::Checker;
+use crate::finding::{Code, Finding, Severity};
+use crate::folder::layout::{Entry, Layout};
+use crate::folder::Role;
+use crate::report::{Report, Verdict};
+use crate::runtime::options::{Job, Options, ReplayCall};
+use crate::runtime::{child, locate, plan};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// What re-running the caller's recorded calls did.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Reproduction {
+    /// The model the calls were re-run on.
+    pub model: String,
+    /// Calls re-run (up to the first failure).
+    pub calls: Vec<usize>,
+    /// The first call that failed, with ONNX Runtime's error and node.
+    pub failed: Option<(usize, String, Option<String>)>,
+}
+
+/// With the cache against the trace's pattern, measured by the tool on this model.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Cost {
+    /// Cached steps timed.
+    pub steps: usize,
+    /// Those steps with the cache.
+    pub cached_ms: f64,
+    /// The same steps re-feeding the whole prefix without a cache (the trace's pattern).
+    pub uncached_ms: f64,
+    /// What the trace's own decoder calls took, when it recorded times.
+    pub trace_ms: Option<f64>,
+}
+
+/// Everything a replay found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub struct ReplayReport {
+    /// [`crate::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Pass when the caller follows the protocol.
+    pub verdict: Verdict,
+    /// `caller`, `model`, `both` or `both fine`: who is at fault.
+    pub at_fault: String,
+    /// One line on it.
+    pub summary: String,
+    /// The trace file.
+    pub trace: String,
+    /// The model file or folder.
+    pub model: String,
+    /// Calls in the trace.
+    pub calls: usize,
+    /// The caller's departures (first occurrence of each, with `call`), then the recorded errors.
+    pub findings: Vec<Finding>,
+    /// The caller's calls re-run on the model.
+    pub reproduction: Option<Reproduction>,
+    /// The model checked with the correct protocol.
+    pub model_check: Option<Report>,
+    /// The cost of never using the cache, when that is the departure.
+    pub cost: Option<Cost>,
+}
+
+fn basename(s: &str) -> &str {
+    s.rsplit(['/', '\\']).next().unwrap_or(s)
+}
+
+/// The entry a call's `model` names: by file name, else the only decoder of a file PATH.
+fn entry_for<'a>(layout: &'a Layout, path: &Path, call: &Call) -> Option<&'a Entry> {
+    let name = basename(&call.model);
+    if path.is_file() {
+        return layout.entries.iter().find(|e| e.file.path == path && basename(&e.file.rel) == name);
+    }
+    layout.entries.iter().find(|e| basename(&e.file.rel) == name)
+}
+
+/// Keeps the first finding of each code and message shape; later ones become "also at calls …".
+fn first_departures(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    let mut also: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for f in findings {
+        let key = |g: &Finding| (g.code, g.names.clone(), g.tensor.clone());
+        match out.iter().position(|g| key(g) == key(&f) && g.code != Code::CallerError) {
+            Some(i) => also.entry(i).or_default().extend(f.call),
+            None => out.push(f),
+        }
+    }
+    for (i, mut calls) in also {
+        calls.dedup();
+        calls.retain(|c| Some(*c) != out[i].call);
+        if calls.is_empty() {
+            continue;
+        }
+        let list: Vec<String> = calls.iter().map(|c| c.to_string()).collect();
+        out[i].message.push_str(&format!(
+            " (again at call{} {})",
+            if list.len() == 1 { "" } else { "s" },
+            list.join(", ")
+        ));
+    }
+    out
+}
+
+/// Replays `trace` against the model at `path` (a file or an export folder).
+pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<ReplayReport, crate::Error> {
+    let calls = trace::read(trace_path).map_err(|e| crate::Error::Internal(e.to_string()))?;
+    let layout = if path.is_dir() {
+        Layout::read(path, None, None)?
+    } else {
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Layout::read(dir, Some(path), None).or_else(|_| Layout::single(path, None))?
+    };
+    // Every model the trace calls, with the plan of its protocol.
+    let mut models = Vec::new();
+    let mut findings = Vec::new();
+    for c in &calls {
+        let Some(e) = entry_for(&layout, path, c) else {
+            if !findings.iter().any(|f: &Finding| f.message.contains(&format!("`{}`", c.model))) {
+                let mut f = Finding::new(
+                    Code::CallerError,
+                    Severity::Info,
+                    format!("calls to `{}` are not checked: it is not {}", c.model, path.display()),
+                );
+                f.call = Some(c.call);
+                findings.push(f);
+            }
+            continue;
+        };
+        let name = basename(&c.model).to_string();
+        if models.iter().any(|(n, _, _)| *n == name) {
+            continue;
+        }
+        let plan =
+            layout.contract_for(e).and_then(|r| r.ok()).and_then(|contract| plan::build(&e.sig, &contract, 1).ok());
+        models.push((name, e.sig.clone(), plan));
+    }
+    let known: Vec<String> = models.iter().map(|(n, _, _)| n.clone()).collect();
+    let mut guard = FeedGuard::for_models(models);
+    for c in calls.iter().filter(|c| known.iter().any(|k| k == basename(&c.model))) {
+        let name = basename(&c.model);
+        findings.extend(guard.check(c.call, name, &c.feeds));
+        if let Some(err) = &c.error {
+            let mut f = Finding::new(
+                Code::CallerError,
+                Severity::Info,
+                format!("call {} failed in ONNX Runtime: {}", c.call, err.lines().next().unwrap_or(err)),
+            );
+            f.call = Some(c.call);
+            findings.push(f);
+        }
+        guard.after(name, c.outputs.as_ref());
+    }
+    findings.extend(guard.summary());
+    let findings = first_departures(findings);
+    let caller_ok = !findings.iter().any(|f| f.severity == Severity::Error);
+
+    // The decoder the trace drives, and its correct protocol.
+    let decoder = calls
+        .iter()
+        .filter_map(|c| entry_for(&layout, path, c))
+        .rfind(|e| matches!(e.role, Role::MergedDecoder | Role::DecoderWithPast | Role::DecoderOnly));
+    let mut model_check = None;
+    let mut reproduction = None;
+    if let Some(d) = decoder {
+        let report = checker.clone().run(&d.file.path)?;
+        if !caller_ok {
+            reproduction = reproduce(&layout, d, &calls).ok();
+        }
+        model_check = Some(report);
+    }
+    let model_ok = model_check.as_ref().is_none_or(|r| r.verdict == Verdict::Pass);
+    let cost =
+        findings.iter().any(|f| f.code == Code::CallerNoCache).then(|| cost(model_check.as_ref(), &calls)).flatten();
+    let at_fault = match (caller_ok, model_ok) {
+        (true, true) => "both fine",
+        (false, true) => "caller",
+        (true, false) => "model",
+        (false, false) => "both",
+    };
+    let summary = match at_fault {
+        "both fine" => "both fine: the caller follows the protocol and the model honours it".to_string(),
+        "caller" => {
+            let first = findings
+                .iter()
+                .find(|f| f.severity == Severity::Error)
+                .map(|f| format!("call {}: {}", f.call.unwrap_or(0), f.message))
+                .unwrap_or_default();
+            let shown = match &reproduction {
+                Some(Reproduction { failed: Some((c, e, _)), .. }) => format!("; re-running its calls fails at call {c} ({}), the correct protocol passes on the same model", e.lines().next().unwrap_or(e)),
+                Some(_) => "; its calls run without an error (wrong results, not a crash), the correct protocol passes on the same model".into(),
+                None => String::new(),
+            };
+            format!("caller: {first}{shown}")
+        }
+        "model" => "model: the caller follows the protocol, and the model fails the correct protocol too".into(),
+        _ => "both: the caller departs from the protocol, and the model fails the correct protocol too".into(),
+    };
+    Ok(ReplayReport {
+        schema_version: crate::SCHEMA_VERSION,
+        verdict: if caller_ok { Verdict::Pass } else { Verdict::Fail },
+        at_fault: at_fault.into(),
+        summary,
+        trace: trace_path.display().to_string(),
+        model: path.display().to_string(),
+        calls: calls.len(),
+        findings,
+        reproduction,
+        model_check,
+        cost,
+    })
+}
+
+/// Re-runs the caller's calls to `d` in a child process until one fails.
+fn reproduce(layout: &Layout, d: &Entry, calls: &[Call]) -> Result<Reproduction, String> {
+    // The family's plan; for an export that contract does not fit (incident 1's),
+    // the plan of the model's own signature: re-running needs only its vocabulary.
+    let own = || {
+        let text = crate::contract::init::init(&d.sig, &d.file.rel);
+        crate::contract::parse(Path::new("own.yaml"), &text, &[]).map_err(|e| e.to_string())
+    };
+    let plan = match layout.contract_for(d).and_then(|c| c.ok()).map(|c| plan::build(&d.sig, &c, 1)) {
+        Some(Ok(p)) => p,
+        _ => plan::build(&d.sig, &own()?, 1)?,
+    };
+    let name = basename(&d.file.rel);
+    let replay: Vec<ReplayCall> = calls
+        .iter()
+        .filter(|c| basename(&c.model) == name)
+        .map(|c| ReplayCall {
+            call: c.call,
+            feeds: c
+                .feeds
+                .iter()
+                .map(|(n, r): (&String, &_)| (n.clone(), r.dtype.clone(), r.shape.clone(), r.value.clone()))
+                .collect(),
+        })
+        .collect();
+    let lib = locate::locate(None).map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let options = Options { replay: Some(replay), ..Options::default() };
+    let job = Job { model: d.file.path.clone(), ort_lib: lib.path.clone(), plan, options };
+    let r = child::run(&exe, &job, &lib.source.to_string(), Duration::from_secs(600), &|_| {});
+    let failed = r.replayed.iter().find_map(|(c, e, n)| {
+        e.as_ref().map(|e| (*c, crate::runtime::report::clean_ort_message(e), n.as_ref().map(|n| n.path.clone())))
+    });
+    Ok(Reproduction { model: d.file.rel.clone(), calls: r.replayed.iter().map(|(c, _, _)| *c).collect(), failed })
+}
+
+/// The tool's cached steps against its uncached recomputes on this model.
+fn cost(check: Option<&Report>, calls: &[Call]) -> Option<Cost> {
+    let rt = check?.runtime.as_ref()?;
+    let rows: Vec<_> =
+        rt.steps.iter().filter(|s| s.step > 0 && s.recompute_seconds.is_some() && s.step0_past_len == 0).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let cached_ms = rows.iter().filter_map(|s| s.seconds).sum::<f64>() * 1e3;
+    let uncached_ms = rows.iter().filter_map(|s| s.recompute_seconds).sum::<f64>() * 1e3;
+    let times: Vec<f64> = calls.iter().filter(|c| c.model.contains("decoder")).filter_map(|c| c.time_ms).collect();
+    Some(Cost { steps: rows.len(), cached_ms, uncached_ms, trace_ms: (!times.is_empty()).then(|| times.iter().sum()) })
+}

@@ -1,0 +1,178 @@
+//! The trace format: JSON Lines, one object per inference call the
+//! application made, in call order:
+//!
+//! `{"call": 0, "model": "decoder_model_merged.onnx", "feeds": {"input_ids": {"dtype": "int64", "shape": [1, 1], "digest": "sha1:…", "value": [999]}, …}, "outputs": {…}, "error": "…", "time_ms": 1.2}`
+//!
+//! `digest` (optional) is any string equal exactly when dtype, shape and bytes
+//! are equal; `value` (optional) the flat values of a small int/bool tensor;
+//! `outputs` and `error` are optional. `python/onnx_contract_trace.py`
+//! records it for onnxruntime users; [`Recorder`] for `ort` users.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One tensor of a call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TensorRecord {
+    /// Element type, numpy-style (`float32`, `int64`, `bool`).
+    pub dtype: String,
+    /// Shape.
+    pub shape: Vec<i64>,
+    /// Equal exactly when dtype, shape and bytes are equal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Flat values of a small integer or bool tensor (flags, ids).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Vec<i64>>,
+}
+
+/// One inference call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Call {
+    /// 0-based over the whole trace.
+    pub call: usize,
+    /// The model file's name as the application loaded it.
+    pub model: String,
+    /// What was fed.
+    pub feeds: BTreeMap<String, TensorRecord>,
+    /// What came back, when the run succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<BTreeMap<String, TensorRecord>>,
+    /// ONNX Runtime's error, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Wall time of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_ms: Option<f64>,
+}
+
+/// A trace that cannot be read, with the file and line.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct TraceError {
+    /// The trace file.
+    pub path: PathBuf,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Every call of the trace at `path`; blank lines are skipped.
+pub fn read(path: &Path) -> Result<Vec<Call>, TraceError> {
+    let err = |line: Option<usize>, message: String| TraceError { path: path.to_path_buf(), line, message };
+    let text = std::fs::read(path).map_err(|e| err(None, format!("cannot read: {e}")))?;
+    let text = String::from_utf8(text)
+        .map_err(|e| err(None, format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to())))?;
+    let mut calls = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let call: Call = serde_json::from_str(line).map_err(|e| err(Some(i + 1), format!("not a trace line: {e}")))?;
+        calls.push(call);
+    }
+    if calls.is_empty() {
+        return Err(err(None, "no calls in the trace".into()));
+    }
+    Ok(calls)
+}
+
+/// Records an `ort` application's calls as a trace (one line per call, flushed).
+#[cfg(feature = "runtime")]
+pub struct Recorder {
+    out: std::io::BufWriter<std::fs::File>,
+    next: usize,
+}
+
+#[cfg(feature = "runtime")]
+impl Recorder {
+    /// A new trace at `path` (truncated).
+    pub fn create(path: &Path) -> std::io::Result<Recorder> {
+        Ok(Recorder { out: std::io::BufWriter::new(std::fs::File::create(path)?), next: 0 })
+    }
+
+    /// One call: the feeds, and the outputs or the error.
+    pub fn record(
+        &mut self,
+        model: &str,
+        feeds: &[(&str, &ort::value::DynValue)],
+        result: Result<&ort::session::SessionOutputs<'_>, &ort::Error>,
+    ) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut call = Call {
+            call: self.next,
+            model: model.to_string(),
+            feeds: feeds.iter().map(|(n, v)| (n.to_string(), describe(v))).collect(),
+            outputs: None,
+            error: None,
+            time_ms: None,
+        };
+        match result {
+            Ok(out) => call.outputs = Some(out.iter().map(|(n, v)| (n.to_string(), describe(&v))).collect()),
+            Err(e) => call.error = Some(e.to_string()),
+        }
+        self.next += 1;
+        writeln!(self.out, "{}", serde_json::to_string(&call).map_err(std::io::Error::other)?)?;
+        self.out.flush()
+    }
+}
+
+/// dtype, shape, digest (and small values) of a runtime value.
+#[cfg(feature = "runtime")]
+pub fn describe(v: &ort::value::DynValue) -> TensorRecord {
+    use ort::value::ValueType;
+    let (dtype, shape) = match v.dtype() {
+        ValueType::Tensor { ty, shape, .. } => (ty.to_string(), shape.iter().copied().collect::<Vec<i64>>()),
+        other => (other.to_string(), Vec::new()),
+    };
+    let dtype = match dtype.as_str() {
+        "f32" => "float32",
+        "f16" => "float16",
+        "f64" => "float64",
+        "i64" => "int64",
+        "i32" => "int32",
+        "bool" => "bool",
+        other => other,
+    }
+    .to_string();
+    let mut hasher = sha1_smol::Sha1::new();
+    hasher.update(dtype.as_bytes());
+    hasher.update(format!("{shape:?}").as_bytes());
+    let mut value = None;
+    if let Ok((_, data)) = v.try_extract_tensor::<f32>() {
+        data.iter().for_each(|x| hasher.update(&x.to_le_bytes()));
+    } else if let Ok((_, data)) = v.try_extract_tensor::<i64>() {
+        data.iter().for_each(|x| hasher.update(&x.to_le_bytes()));
+        value = (data.len() <= 16).then(|| data.to_vec());
+    } else if let Ok((_, data)) = v.try_extract_tensor::<i32>() {
+        data.iter().for_each(|x| hasher.update(&x.to_le_bytes()));
+        value = (data.len() <= 16).then(|| data.iter().map(|&x| i64::from(x)).collect());
+    } else if let Ok((_, data)) = v.try_extract_tensor::<bool>() {
+        data.iter().for_each(|x| hasher.update(&[u8::from(*x)]));
+        value = (data.len() <= 16).then(|| data.iter().map(|&x| i64::from(x)).collect());
+    } else if let Ok((_, data)) = v.try_extract_tensor::<half::f16>() {
+        data.iter().for_each(|x| hasher.update(&x.to_le_bytes()));
+    }
+    TensorRecord { dtype, shape, digest: Some(format!("sha1:{}", hasher.digest())), value }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_traces_read_and_bad_lines_name_file_and_line() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/traces");
+        let calls = read(&dir.join("marian-correct.jsonl")).unwrap();
+        assert_eq!(calls[0].model, "encoder_model.onnx");
+        assert_eq!(calls[1].feeds["use_cache_branch"].value, Some(vec![0]));
+        let tmp = std::env::temp_dir().join(format!("onnx-contract-trace-{}.jsonl", std::process::id()));
+        std::fs::write(&tmp, "{\"call\": 0, \"model\": \"m.onnx\", \"feeds\": {}}\n{\"call\": 1,\n").unwrap();
+        let e = read(&tmp).unwrap_err().to_string();
+        assert!(e.contains(":2: not a trace line"), "{e}");
+        std::fs::write(&tmp, "\n").unwrap();
+        assert!(read(&tmp).unwrap_err().to_string().contains("no calls"));
+        let _ = std::fs::remove_file(&tmp);
+    }
+}

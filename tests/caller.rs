@@ -1,0 +1,129 @@
+//! Model or caller: real recorded traces (tests/callers/caller.py drove the
+//! committed fixtures through Python onnxruntime with one mistake each)
+//! replayed against the protocol; the feed guard in an `ort` application.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+
+fn replay(trace: &str, model: &str) -> (i32, Value) {
+    json(&["replay", "--format", "json", &format!("tests/traces/{trace}.jsonl"), "--model", model])
+}
+
+fn errors(r: &Value) -> Vec<(Option<u64>, String, String)> {
+    r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .map(|f| {
+            (f["call"].as_u64(), f["code"].as_str().unwrap().to_string(), f["message"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn correct_callers_pass() {
+    for (trace, model) in [
+        ("marian-correct", "models/marian-tiny"),
+        ("marian-split-correct", "models/marian-tiny"),
+        ("gpt2-correct", "models/gpt2-tiny"),
+    ] {
+        let (code, r) = replay(trace, model);
+        assert_eq!((code, r["at_fault"].as_str()), (0, Some("both fine")), "{trace}: {:#?}", errors(&r));
+    }
+}
+
+#[test]
+fn incident_1_the_13_feeds_the_15_input_export_does_not_have() {
+    let (code, r) = replay("incident1-28-feeds", "models/marian-15-inputs/decoder_model_merged.onnx");
+    assert_eq!(code, 2);
+    let e = errors(&r);
+    assert_eq!(e[0].0, Some(1));
+    assert_eq!(
+        e[0].2,
+        "you feed 13 inputs this model does not have: past_key_values.{0..5}.encoder.{key,value}, use_cache_branch"
+    );
+    // Re-running the caller's call reproduces ONNX Runtime's refusal.
+    assert!(r["reproduction"]["failed"][1].as_str().unwrap().contains("Invalid input name"), "{:#}", r["reproduction"]);
+}
+
+#[test]
+fn incident_2_the_workaround_engine_never_uses_the_cache_and_the_cost_is_measured() {
+    let (code, r) = replay("incident2-no-cache", "models/marian-tiny");
+    assert_eq!(code, 2);
+    assert_eq!(r["at_fault"], "caller");
+    let e = errors(&r);
+    assert!(
+        e.iter().any(|(_, c, m)| c == "caller-no-cache" && m.starts_with("the cache is never used: 5 decoder calls")),
+        "{e:#?}"
+    );
+    let cost = &r["cost"];
+    assert!(cost["cached_ms"].as_f64().unwrap() > 0.0 && cost["uncached_ms"].as_f64().unwrap() > 0.0, "{cost:#}");
+    assert!(cost["trace_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(r["model_check"]["verdict"], "pass");
+}
+
+#[test]
+fn incident_2_the_dummy_encoder_present_fed_back_at_step_2_is_the_caller() {
+    let (code, r) = replay("incident2-dummy-encoder-present", "models/marian-tiny");
+    assert_eq!(code, 2);
+    assert_eq!(r["at_fault"], "caller");
+    let e = errors(&r);
+    assert_eq!(e[0].0, Some(3), "decoder step 2 is call 3 (call 0 is the encoder): {e:#?}");
+    assert_eq!(e[0].1, "caller-cross-past");
+    assert!(e[0].2.starts_with("past_key_values.{0..5}.encoder.{key,value} is [0, 8, 1, 4]"), "{}", e[0].2);
+    // ONNX Runtime's own error, reproduced from the caller's shapes and flags…
+    assert_eq!(r["reproduction"]["failed"][0], 3);
+    assert!(r["reproduction"]["failed"][1].as_str().unwrap().contains("cannot broadcast"), "{:#}", r["reproduction"]);
+    // …and the correct protocol passing on the same model.
+    assert_eq!(r["model_check"]["verdict"], "pass");
+    assert!(r["summary"].as_str().unwrap().starts_with("caller: call 3"));
+}
+
+#[test]
+fn every_other_recorded_mistake_is_named_at_its_call() {
+    let cases = [
+        ("marian-fresh-zeros-past", "models/marian-tiny", 2, "caller-past"),
+        ("marian-prefix-on-past", "models/marian-tiny", 2, "caller-prefix"),
+        ("marian-flag-inconsistent", "models/marian-tiny", 1, "caller-flag"),
+        ("marian-flag-false-with-past", "models/marian-tiny", 2, "caller-flag"),
+        ("gpt2-mask-new-only", "models/gpt2-tiny", 1, "caller-mask"),
+        ("gpt2-positions-restart", "models/gpt2-tiny", 1, "caller-positions"),
+        ("gpt2-batch-mismatch", "models/gpt2-tiny", 1, "caller-signature"),
+    ];
+    for (trace, model, call, code) in cases {
+        let (exit, r) = replay(trace, model);
+        assert_eq!(exit, 2, "{trace}");
+        let e = errors(&r);
+        assert_eq!((e[0].0, e[0].1.as_str()), (Some(call), code), "{trace}: {e:#?}");
+        assert_eq!(r["model_check"]["verdict"], "pass", "{trace}: the model is fine");
+    }
+}
+
+#[test]
+fn the_feed_guard_refuses_incident_1_before_any_run_and_the_rust_recorder_records_a_replayable_trace() {
+    let example =
+        std::path::Path::new(env!("CARGO_BIN_EXE_onnx-contract")).parent().unwrap().join("examples").join("feed_guard");
+    let out = Command::new(&example)
+        .arg(model("marian-15-inputs/decoder_model_merged.onnx"))
+        .output()
+        .expect("cargo test builds examples");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refused: [caller-signature] you feed 13 inputs this model does not have: past_key_values.{0..5}.encoder.{key,value}, use_cache_branch"), "{err}");
+    // The same engine on the right model runs, and its recorded trace replays clean.
+    let trace = std::env::temp_dir().join(format!("onnx-contract-rs-trace-{}.jsonl", std::process::id()));
+    let out = Command::new(&example).arg(model(MARIAN_MERGED)).args(["--trace", path_str(&trace)]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, r) = json(&["replay", "--format", "json", path_str(&trace), "--model", path_str(&model(MARIAN_MERGED))]);
+    assert_eq!((code, r["calls"].as_u64()), (0, Some(1)), "{r:#}");
+    let _ = std::fs::remove_file(&trace);
+}
+
+#[test]
+fn the_python_recorder_passes_its_own_tests() {
+    let out = Command::new("python3").arg("tests/callers/test_recorder.py").current_dir(root()).output().unwrap();
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
