@@ -124,4 +124,10 @@ fn float16_overflow_is_a_non_finite_finding_with_step_and_tensor() {
         .collect();
     assert!(found.contains(&("logits", 0)), "{found:?}");
     assert!(found.contains(&("present.0.key", 0)), "{found:?}");
+    // The first node whose output is non-finite while its inputs are finite,
+    // found with every node output exposed (the -inf mask constants skipped).
+    let first = finding(f, "non-finite");
+    assert_eq!(first["node"], "/transformer/h.0/attn/c_attn/Gemm (Gemm)");
+    let cause = first["cause"].as_str().unwrap();
+    assert!(cause.contains("keep this Gemm in float32"), "{cause}");
 }

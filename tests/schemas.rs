@@ -70,7 +70,20 @@ fn real_documents_validate_against_the_schemas() {
     );
     validate("folder-summary.schema.json", &[save("sigdir.json", &["sig", "--format", "json", "models/bart-tjs"])]);
     validate("protocol.schema.json", &[save("protocol.json", &["protocol", "--format", "json", "models/marian-tiny"])]);
-    validate("replay.schema.json", &[save("replay.json", &["replay", "--format", "json", "tests/traces/incident2-dummy-encoder-present.jsonl", "--model", "models/marian-tiny"])]);
+    validate(
+        "replay.schema.json",
+        &[save(
+            "replay.json",
+            &[
+                "replay",
+                "--format",
+                "json",
+                "tests/traces/incident2-dummy-encoder-present.jsonl",
+                "--model",
+                "models/marian-tiny",
+            ],
+        )],
+    );
     validate("error.schema.json", &[save("err.json", &["check", "--format", "json", "nope.onnx", "--no-fetch"])]);
     let specs: Vec<String> =
         std::fs::read_dir(root().join("specs")).unwrap().map(|e| e.unwrap().path().display().to_string()).collect();

@@ -174,6 +174,70 @@ pub(crate) fn diagnose(
     Some(node)
 }
 
+/// The first node, in execution order, whose output holds NaN or Inf while
+/// its inputs are finite: every node output exposed (the taken `If` branch
+/// lifted), graph optimizations off so the graph runs as written. Constants
+/// that are -inf by design (attention-mask fills) are skipped. Returns the
+/// node's path with its op, and the cause with its inputs' finite range.
+pub(crate) fn first_non_finite(
+    env: &ort::environment::Environment,
+    model: &Path,
+    feeds: &[Feed],
+    opts: &Options,
+) -> Option<(String, String)> {
+    let bytes = std::fs::read(model).ok()?;
+    let flag = |cond: &str| -> Option<bool> {
+        feeds.iter().find(|f| f.name == cond).and_then(|f| match &f.values {
+            Values::Bool(a) => a.iter().next().copied(),
+            _ => None,
+        })
+    };
+    let (path, nodes) = graph_edit::flatten(&bytes, &flag).ok()?;
+    let wanted: Vec<String> = nodes.iter().flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).cloned()).collect();
+    let edited = graph_edit::expose(&bytes, &path, &wanted).ok()?;
+    let mut s = with_threads(Session::builder(env), opts.threads)
+        .and_then(|b| Ok(b.with_optimization_level(ort::session::builder::GraphOptimizationLevel::Disable)?))
+        .and_then(|mut b| b.commit_from_memory(&edited))
+        .ok()?;
+    let declared: Vec<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
+    let kept: Vec<Feed> = feeds.iter().filter(|f| declared.contains(&f.name)).cloned().collect();
+    let out = run(&mut s, &kept).ok()?;
+    let finite = |name: &str| out.floats.get(name).is_none_or(|a| a.iter().all(|v| v.is_finite()));
+    for n in &nodes {
+        if matches!(n.op_type.as_str(), "Constant" | "ConstantOfShape") {
+            continue;
+        }
+        let bad = n.outputs.iter().any(|o| !finite(o));
+        if bad && n.inputs.iter().all(|i| i.is_empty() || finite(i)) {
+            let mut ranges = Vec::new();
+            for i in n.inputs.iter().filter(|i| !i.is_empty()) {
+                if let Some(a) = out.floats.get(i) {
+                    let (lo, hi) =
+                        a.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), v| (l.min(*v), h.max(*v)));
+                    ranges.push(format!("{i} in [{lo}, {hi}]"));
+                } else if let Some(f) = feeds.iter().find(|f| &f.name == i) {
+                    ranges.push(format!("{i} (fed {:?})", f.shape()));
+                } else {
+                    ranges.push(format!("{i} (a weight)"));
+                }
+            }
+            let float16 = feeds.iter().any(|f| f.elem == crate::signature::ElemType::F16)
+                || out.infos.iter().any(|i| i.dtype == crate::signature::ElemType::F16);
+            let remedy = if float16 {
+                format!("; a float16 overflow (max 65504): keep this {} in float32 when converting (onnxconverter-common node_block_list / op_block_list)", n.op_type)
+            } else {
+                String::new()
+            };
+            let cause = format!(
+                "the first node whose output is NaN/Inf while its inputs are finite: {}{remedy}",
+                ranges.join(", ")
+            );
+            return Some((format!("{} ({})", n.path, n.op_type), cause));
+        }
+    }
+    None
+}
+
 /// One line on what the failure pattern usually means.
 pub(crate) fn failure_cause(message: &str, step: usize, past_len: i64, node: Option<&FailedNode>) -> Option<String> {
     if message.contains("Missing Input")

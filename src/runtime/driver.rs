@@ -258,6 +258,13 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
             }
         }
         issues.extend(parity.and_then(|p| checks::parity_issue(plan, p)));
+        // NaN/Inf: name the first node that produced it, on the first such finding.
+        if let Some(i) = issues.iter_mut().find(|i| i.code == crate::finding::Code::NonFinite) {
+            if let Some((node, cause)) = super::diagnose::first_non_finite(ctx.env, &model, &feeds, opts) {
+                i.node = Some(node);
+                i.cause = Some(cause);
+            }
+        }
         let failed_hard = issues.iter().any(|i| i.code != crate::finding::Code::Parity);
         emit(Event::Step {
             variant: dummy,

@@ -34,12 +34,25 @@ pub struct StepIssue {
     pub message: String,
     /// The tensor concerned.
     pub tensor: Option<String>,
+    /// The node it points at (the first non-finite node).
+    #[serde(default)]
+    pub node: Option<String>,
+    /// The mechanism.
+    #[serde(default)]
+    pub cause: Option<String>,
 }
 
 impl StepIssue {
     /// An error about `tensor`.
     pub fn error(code: Code, message: String, tensor: Option<&str>) -> Self {
-        StepIssue { code, severity: Severity::Error, message, tensor: tensor.map(str::to_string) }
+        StepIssue {
+            code,
+            severity: Severity::Error,
+            message,
+            tensor: tensor.map(str::to_string),
+            node: None,
+            cause: None,
+        }
     }
 }
 

@@ -173,6 +173,55 @@ fn search(
     }
 }
 
+/// One node of the graph as it runs: the taken branch of each top-level `If`
+/// spliced in place of the `If`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlatNode {
+    /// `optimum::if (then_branch) → /Gemm` inside a branch, else the name.
+    pub path: String,
+    /// Its operator.
+    pub op_type: String,
+    /// Its inputs.
+    pub inputs: Vec<String>,
+    /// Its outputs.
+    pub outputs: Vec<String>,
+}
+
+/// Every node in execution order (graph order is topological), with each
+/// top-level `If` whose condition is a graph input replaced by the branch
+/// `prefer(cond)` takes; and the path that lifts those branches for [`expose`].
+pub fn flatten(model: &[u8], prefer: &dyn Fn(&str) -> Option<bool>) -> Result<(NodePath, Vec<FlatNode>), String> {
+    let m = pb::ModelProto::decode(model).map_err(|e| e.to_string())?;
+    let g = m.graph.ok_or("model has no graph")?;
+    let mut branches = Vec::new();
+    let mut out = Vec::new();
+    let flat = |n: &pb::NodeProto, prefix: &str| FlatNode {
+        path: format!("{prefix}{}", n.name.clone().unwrap_or_default()),
+        op_type: n.op_type.clone().unwrap_or_default(),
+        inputs: n.input.clone(),
+        outputs: n.output.clone(),
+    };
+    for n in &g.node {
+        let taken = (n.op_type.as_deref() == Some("If"))
+            .then(|| n.input.first().and_then(|c| prefer(c)))
+            .flatten()
+            .map(|v| if v { "then_branch" } else { "else_branch" });
+        let branch = taken.and_then(|b| {
+            n.attribute.iter().find(|a| a.name.as_deref() == Some(b)).and_then(|a| a.g.as_ref()).map(|g| (b, g))
+        });
+        match branch {
+            Some((b, sub)) => {
+                let name = n.name.clone().unwrap_or_default();
+                let prefix = format!("{name} ({b}) → ");
+                out.extend(sub.node.iter().map(|s| flat(s, &prefix)));
+                branches.push((name, b.to_string()));
+            }
+            None => out.push(flat(n, "")),
+        }
+    }
+    Ok((NodePath { branches, name: String::new(), op_type: String::new(), inputs: Vec::new() }, out))
+}
+
 /// Names a node reads, including outer-scope names read inside its subgraphs.
 fn reads(n: &pb::NodeProto, out: &mut HashSet<String>) {
     out.extend(n.input.iter().filter(|s| !s.is_empty()).cloned());

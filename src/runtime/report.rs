@@ -162,6 +162,8 @@ impl RuntimeReport {
                     let mut f =
                         Finding::new(code, i.severity, format!("step {step}: {}", i.message)).at_step(step, variant);
                     f.tensor = i.tensor;
+                    f.node = i.node;
+                    f.cause = i.cause;
                     if code == Code::Parity && f.message.contains("max |Δ|") {
                         f.cause = Some(
                             "the cache runs but is used wrongly: positions that do not continue from the cache length \
