@@ -95,6 +95,7 @@ codes! {
     CallerPositions = "caller-positions": "Position ids do not continue from the past length.",
     CallerNoCache = "caller-no-cache": "The cache is never used: every call re-feeds the growing prefix on the no-cache path.",
     CallerError = "caller-error": "A recorded call failed in ONNX Runtime (what the application saw).",
+    Repeatability = "repeatability": "The same step run twice on one session gives different outputs.",
 }
 
 impl Serialize for Code {

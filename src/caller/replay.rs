@@ -192,14 +192,22 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
     let summary = match at_fault {
         "both fine" => "both fine: the caller follows the protocol and the model honours it".to_string(),
         "caller" => {
-            let first = findings
-                .iter()
-                .find(|f| f.severity == Severity::Error)
-                .map(|f| format!("call {}: {}", f.call.unwrap_or(0), f.message))
+            let errors: Vec<&Finding> = findings.iter().filter(|f| f.severity == Severity::Error).collect();
+            let first = errors
+                .first()
+                .map(|f| match f.call {
+                    Some(c) => format!("call {c}: {}", f.message),
+                    None => f.message.clone(),
+                })
                 .unwrap_or_default();
+            let only_slow = errors.iter().all(|f| f.code == Code::CallerNoCache);
             let shown = match &reproduction {
-                Some(Reproduction { failed: Some((c, e, _)), .. }) => format!("; re-running its calls fails at call {c} ({}), the correct protocol passes on the same model", e.lines().next().unwrap_or(e)),
-                Some(_) => "; its calls run without an error (wrong results, not a crash), the correct protocol passes on the same model".into(),
+                Some(Reproduction { failed: Some((c, e, _)), .. }) => format!(
+                    "; re-running its calls fails at call {c} ({}), the correct protocol passes on the same model",
+                    e.lines().next().unwrap_or(e)
+                ),
+                Some(_) if only_slow => "; its calls run and their results are right, paid for by recomputing the prefix every call; the cached protocol passes on the same model".into(),
+                Some(_) => "; its calls run without an error but compute something else (no crash to warn it); the correct protocol passes on the same model".into(),
                 None => String::new(),
             };
             format!("caller: {first}{shown}")

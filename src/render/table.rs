@@ -665,7 +665,11 @@ pub fn replay(r: &crate::caller::replay::ReplayReport) -> String {
                 }
             }
             None => {
-                let _ = writeln!(out, "re-running the caller's calls on {}: calls {:?} run without an error (the results are wrong, silently)", rep.model, rep.calls);
+                let _ = writeln!(
+                    out,
+                    "re-running the caller's calls on {}: calls {:?} run without an error",
+                    rep.model, rep.calls
+                );
             }
         }
     }

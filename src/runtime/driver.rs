@@ -240,6 +240,29 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
             cross_presents,
         };
         let mut issues = checks::step_outputs(plan, &out, &expect);
+        // A session must give the same answer twice (onnxruntime#22723): step 0, first run only.
+        if step == 0 && Some(&dummy) == plan.step0_past_lengths.first() && !pair_step0 {
+            if let Ok(again) = run(&mut ctx.session, &feeds) {
+                if let (Some(a), Some(b)) = (out.floats.get(&plan.logits), again.floats.get(&plan.logits)) {
+                    // Bit for bit (NaN where NaN was is the same answer).
+                    let same = a.shape() == b.shape()
+                        && a.iter()
+                            .zip(b.iter())
+                            .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()));
+                    let g = checks::gap(a, b);
+                    if !same {
+                        issues.push(super::events::StepIssue::error(
+                            crate::finding::Code::Repeatability,
+                            format!(
+                                "step 0 run twice on one session: the logits differ by {:.3e} the second time",
+                                g.abs
+                            ),
+                            Some(&plan.logits),
+                        ));
+                    }
+                }
+            }
+        }
 
         // Parity: the same position recomputed without the cache.
         let mut parity = None;
