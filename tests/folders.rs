@@ -63,6 +63,7 @@ const GOOD: &[(&str, &[(&str, &str)])] = &[
     ("qwen2-tiny", &[("model.onnx", "decoder-only")]),
     ("mistral-tiny", &[("model.onnx", "decoder-only")]),
     ("gemma-tiny", &[("model.onnx", "decoder-only")]),
+    ("gpt2-past-key-names", &[("model.onnx", "decoder-only")]),
 ];
 
 #[test]
@@ -198,4 +199,13 @@ fn init_never_writes_a_contract_its_own_good_model_fails() {
         assert_eq!((code, r["verdict"].as_str()), (0, Some("pass")), "{m}: {:#}", r["findings"]);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_cache_named_past_key_n_is_paired_by_name_and_says_how() {
+    let (code, r) = check_dir("gpt2-past-key-names");
+    assert_eq!(code, 0, "{r:#}");
+    let pairs = &file(&r, "model.onnx")["runtime"]["cache_pairs"];
+    assert_eq!(pairs[0], serde_json::json!(["past_key_0", "present_key_0", "name: past… → present…"]));
+    assert_eq!(pairs.as_array().unwrap().len(), 4);
 }

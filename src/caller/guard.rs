@@ -296,7 +296,7 @@ fn signature_rules(sig: &Signature, feeds: &Tensors) -> Vec<Finding> {
     // A past's symbols are bound by what the protocol feeds (an empty dummy at
     // step 0 shares `encoder_sequence_length` with the mask): only the batch
     // axis binds across pasts and the other inputs.
-    let is_past = |n: &str| crate::folder::roles::is_past_name(n);
+    let is_past = |n: &str| crate::runtime::plan::is_past_name(n);
     let mut out = Vec::new();
     let extra: Vec<String> = feeds.keys().filter(|n| sig.input(n).is_none()).cloned().collect();
     if !extra.is_empty() {

@@ -291,7 +291,7 @@ impl Checker {
         findings: &mut Vec<Finding>,
     ) -> Result<Vec<RuntimeReport>, Error> {
         use crate::runtime::{child, locate, options, plan};
-        if !sig.inputs.iter().any(|p| crate::folder::roles::is_past_name(&p.name)) {
+        if !sig.inputs.iter().any(|p| crate::runtime::plan::is_past_name(&p.name)) {
             // A decoder without past inputs has no cache to drive (a split
             // pair's step-0 half, or an encoder): the static check is its check.
             findings.push(Finding::new(
@@ -349,6 +349,12 @@ impl Checker {
                 None => child::run_in_process(&job, &source),
             };
             report.parity_rule = Some(plan.tolerance.clone());
+            report.cache_pairs = plan
+                .self_past
+                .iter()
+                .chain(&plan.cross_past)
+                .map(|c| (c.past.clone(), c.present.clone(), c.matched_by.clone()))
+                .collect();
             findings.extend(report.findings.iter().cloned());
             reports.push(report);
         }

@@ -90,6 +90,46 @@ fn adapt(c: &mut Contract, role: Role) {
     }
 }
 
+/// `(layer, key|value, cross?)` of a cache tensor name in any convention
+/// (`past_key_values.3.decoder.key`, `past_key_3`, `present.3.value`, `past.3.key`).
+fn cache_slot(name: &str) -> Option<(i64, &'static str, bool)> {
+    let layer = name.split(|c: char| !c.is_ascii_digit()).find(|s| !s.is_empty())?.parse().ok()?;
+    // `past_key_values` names the family, not the slot.
+    let rest = name.replacen("past_key_values", "", 1);
+    let kind = if rest.contains("key") {
+        "key"
+    } else if rest.contains("value") {
+        "value"
+    } else {
+        return None;
+    };
+    Some((layer, kind, name.contains("encoder") || name.contains("cross")))
+}
+
+/// The family contract speaks optimum's cache names; a model that names its
+/// cache otherwise (`past_key_0` / `present_key_0`, `past.0.key`, …) is
+/// judged with the contract's cache rules renamed to its own names, slot by
+/// slot (layer, key or value, self or cross).
+pub fn rename_cache(c: &mut Contract, sig: &Signature) {
+    let pasts: Vec<&str> =
+        sig.inputs.iter().map(|p| p.name.as_str()).filter(|n| crate::runtime::plan::is_past_name(n)).collect();
+    if pasts.is_empty() || pasts.iter().any(|n| n.starts_with("past_key_values")) {
+        return;
+    }
+    let presents: Vec<&str> = sig.outputs.iter().map(|p| p.name.as_str()).filter(|n| n.contains("present")).collect();
+    let rename = |rules: &mut Vec<crate::contract::TensorRule>, prefix: &str, names: &[&str]| {
+        for r in rules.iter_mut().filter(|r| r.name.starts_with(prefix)) {
+            if let Some(slot) = cache_slot(&r.name) {
+                if let Some(n) = names.iter().find(|n| cache_slot(n) == Some(slot)) {
+                    r.name = n.to_string();
+                }
+            }
+        }
+    };
+    rename(&mut c.inputs, "past_key_values", &pasts);
+    rename(&mut c.outputs, "present", &presents);
+}
+
 /// Any size on `axis` of output `name` (exporters spell a new-token count `"1"`).
 fn relax_axis(c: &mut Contract, name: &str, axis: usize) {
     if let Some(rule) = c.outputs.iter_mut().find(|r| r.name == name) {

@@ -132,10 +132,16 @@ impl Layout {
 
     /// The contract `e` is judged against; `None` for a file of unknown role.
     pub fn contract_for(&self, e: &Entry) -> Option<Result<Contract, ContractError>> {
-        match self.genai_for(e) {
+        let contract = match self.genai_for(e) {
             Some(g) => Some(g.contract(&self.sizes)),
             None => contracts::for_role(e.role, self.family, &self.sizes),
-        }
+        };
+        contract.map(|c| {
+            c.map(|mut c| {
+                contracts::rename_cache(&mut c, &e.sig);
+                c
+            })
+        })
     }
 
     /// What config.json and genai_config.json state that `e` contradicts.

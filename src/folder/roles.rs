@@ -47,11 +47,7 @@ impl std::fmt::Display for Role {
     }
 }
 
-/// A past input of any naming convention in the wild: optimum
-/// `past_key_values.N.*`, `past_key_N`, `past.N.key`, onnxruntime-genai `past_key_values.N.key`.
-pub fn is_past_name(name: &str) -> bool {
-    name.starts_with("past") || name.contains(".past_") || name.contains("past_key")
-}
+use crate::runtime::plan::is_past_name;
 
 /// A cross-attention past (seq2seq): optimum's `.encoder.`, or `cross` in the name.
 fn is_cross_name(name: &str) -> bool {

@@ -346,6 +346,15 @@ pub fn runtime_section(r: &RuntimeReport) -> String {
         r.ort_path,
         r.session_seconds.map(|s| format!(", session created in {s:.2} s")).unwrap_or_default()
     );
+    if let Some((_, _, how)) = r.cache_pairs.first() {
+        let same = r.cache_pairs.iter().all(|(_, _, h)| h == how);
+        let _ = writeln!(
+            out,
+            "cache: {} past/present pairs, matched by {}",
+            r.cache_pairs.len(),
+            if same { how.as_str() } else { "several rules (see JSON)" }
+        );
+    }
     if let Some(rule) = &r.parity_rule {
         let _ = writeln!(out, "parity tolerance {}: {}", rule.describe(), rule.reason);
     }

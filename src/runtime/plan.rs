@@ -29,6 +29,9 @@ pub struct CacheTensor {
     pub shape: Vec<i64>,
     /// The past's declared element type (what it is fed as).
     pub dtype: ElemType,
+    /// How the present was paired with the past (name convention, or shape and order).
+    #[serde(default)]
+    pub matched_by: String,
 }
 
 /// Everything the driver needs; serialized to the child process.
@@ -91,6 +94,55 @@ fn param(contract: &Contract, name: &str) -> Option<i64> {
     contract.params.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
 }
 
+/// A past input of any naming convention in the wild: optimum
+/// `past_key_values.N.*`, `past_key_N`, `past.N.key`, onnxruntime-genai
+/// `past_key_values.N.key`.
+pub fn is_past_name(name: &str) -> bool {
+    name.starts_with("past") || name.contains(".past_") || name.contains("past_key")
+}
+
+/// The present output a past input is refreshed from, and how it was
+/// matched: the contract's `present_prefix`, else the naming conventions in
+/// the wild (`past_key_values.N` → `present.N`, `past…` → `present…`), else
+/// the first unmatched output of the past's dtype and rank, in order.
+fn present_for(
+    sig: &Signature,
+    past: &str,
+    prefix: Option<&(String, String)>,
+    taken: &[String],
+) -> Option<(String, String)> {
+    if let Some((from, to)) = prefix {
+        let p = past.replacen(from.as_str(), to, 1);
+        return sig.output(&p).is_some().then(|| (p, format!("contract present_prefix {from} → {to}")));
+    }
+    for (from, to, how) in [
+        ("past_key_values", "present", "name: past_key_values.N → present.N (optimum)"),
+        ("past", "present", "name: past… → present…"),
+    ] {
+        let p = past.replacen(from, to, 1);
+        if p != past && sig.output(&p).is_some() {
+            return Some((p, how.into()));
+        }
+    }
+    let parts = |name: &str| {
+        sig.input(name)
+            .or_else(|| sig.output(name))
+            .and_then(|p| p.ty.tensor_parts())
+            .map(|(e, d)| (e, d.map(<[Dim]>::len)))
+    };
+    let want = parts(past)?;
+    let pasts: Vec<&str> = sig.inputs.iter().map(|p| p.name.as_str()).filter(|n| is_past_name(n)).collect();
+    let k = pasts.iter().position(|n| *n == past)?;
+    let presents: Vec<&str> = sig
+        .outputs
+        .iter()
+        .map(|p| p.name.as_str())
+        .filter(|n| !n.contains("logits") && parts(n) == Some(want))
+        .collect();
+    let p = presents.get(k).filter(|p| !taken.iter().any(|t| t == **p))?;
+    Some((p.to_string(), "shape and order: the k-th past and the k-th output of its dtype and rank".into()))
+}
+
 /// Builds the plan, or says in one sentence why the model cannot be driven.
 pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, String> {
     let cache = contract.cache.clone().unwrap_or_default();
@@ -126,7 +178,6 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
     };
     let branch_flag = pick(&cache.branch_flag, "use_cache_branch");
     let seq_axis = cache.seq_axis.unwrap_or(2);
-    let (from, to) = cache.present_prefix.clone().unwrap_or(("past_key_values".into(), "present".into()));
 
     let expand = |templates: &[String]| -> Vec<String> {
         let mut names = Vec::new();
@@ -143,7 +194,7 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
     let mut cross_names = expand(&cache.cross_past);
     if cache.self_past.is_empty() && cache.cross_past.is_empty() {
         for p in &sig.inputs {
-            if p.name.starts_with(&from) {
+            if is_past_name(&p.name) {
                 if p.name.contains(".encoder.") {
                     cross_names.push(p.name.clone());
                 } else {
@@ -154,12 +205,23 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
     }
     // A cross-attention past needs no present of its own: with-past decoders
     // take it from step 0's outputs (the no-past decoder's) and keep it.
-    let tensor = |past: &str, cross: bool| -> Result<CacheTensor, String> {
-        let present = past.replacen(&from, &to, 1);
+    let prefix = cache.present_prefix.as_ref();
+    let mut taken: Vec<String> = Vec::new();
+    let mut tensor = |past: &str, cross: bool| -> Result<CacheTensor, String> {
         let port = sig.input(past).ok_or_else(|| format!("cache input `{past}` is not in the model"))?;
-        if sig.output(&present).is_none() && !cross {
-            return Err(format!("cache input `{past}` has no matching output `{present}`"));
-        }
+        let (present, matched_by) = match present_for(sig, past, prefix, &taken) {
+            Some(m) => m,
+            // A cross past without its own present is taken from step 0's outputs.
+            None if cross => {
+                (past.replacen("past_key_values", "present", 1), "name (taken from step 0's outputs)".into())
+            }
+            None => {
+                return Err(format!(
+                    "cache input `{past}` has no matching present output (by name, or by dtype, rank and order)"
+                ))
+            }
+        };
+        taken.push(present.clone());
         let (elem, dims) = port.ty.tensor_parts().ok_or_else(|| format!("`{past}` is not a tensor"))?;
         let dims = dims.ok_or_else(|| format!("`{past}` declares no shape"))?;
         let rule = contract.inputs.iter().find(|r| r.name == past).and_then(|r| r.shape.clone());
@@ -178,7 +240,7 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
             };
             shape.push(v);
         }
-        Ok(CacheTensor { past: past.to_string(), present, shape, dtype: elem })
+        Ok(CacheTensor { past: past.to_string(), present, shape, dtype: elem, matched_by })
     };
     let self_past = self_names.iter().map(|n| tensor(n, false)).collect::<Result<Vec<_>, _>>()?;
     let cross_past = cross_names.iter().map(|n| tensor(n, true)).collect::<Result<Vec<_>, _>>()?;

@@ -65,6 +65,9 @@ pub struct RuntimeReport {
     /// The parity rule applied: numeric form, bound, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parity_rule: Option<super::numeric::Tolerance>,
+    /// Every cache pair driven: (past input, present output, how they were matched).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cache_pairs: Vec<(String, String, String)>,
     /// Every step of every run.
     pub steps: Vec<StepRow>,
     /// Set when the child process died or hung.
@@ -101,6 +104,7 @@ impl RuntimeReport {
             ort_source: source.to_string(),
             session_seconds: None,
             parity_rule: None,
+            cache_pairs: Vec::new(),
             steps: Vec::new(),
             crash: None,
             generated: None,
