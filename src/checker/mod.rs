@@ -250,6 +250,17 @@ impl Checker {
         mut findings: Vec<Finding>,
     ) -> Result<Report, Error> {
         findings.extend(contract::check(sig, contract));
+        // Decoder-only without position_ids: positions follow the past length inside
+        // the graph, right at batch 1 and shifted for every left-padded row.
+        let decoder_only = sig.input("encoder_hidden_states").is_none()
+            && sig.inputs.iter().any(|p| crate::runtime::plan::is_past_name(&p.name))
+            && !sig.inputs.iter().any(|p| p.name.contains(".encoder."));
+        if decoder_only && sig.input("attention_mask").is_some() && sig.input("position_ids").is_none() {
+            findings.push(Finding::warning(
+                Code::BatchPadding,
+                "no position_ids input: the graph derives positions from the past length, so rows of a left-padded batch get shifted positions (right at batch 1)",
+            ));
+        }
         if let Some(v) = &self.target_ort {
             findings.extend(compat::check_target(sig, v));
         }
@@ -329,6 +340,15 @@ impl Checker {
             no_cache_model: setup.no_cache_model.clone(),
             step0_model: setup.step0_model.clone(),
             start_token: setup.start_token,
+            gqa: sig.op_types.contains("GroupQueryAttention"),
+            // Batched, left-padded generation where the batch axis is dynamic.
+            batch_check: plan.family == crate::runtime::plan::Family::DecoderOnly
+                && self.batch == 1
+                && sig
+                    .input(&plan.input_ids)
+                    .and_then(|p| p.ty.tensor_parts())
+                    .and_then(|(_, d)| d.and_then(|d| d.first().cloned()))
+                    .is_some_and(|d| !matches!(d, crate::signature::Dim::Fixed(_))),
             ..Default::default()
         };
         let mut reports = Vec::new();

@@ -199,6 +199,13 @@ pub enum Event {
         /// The five highest logits (id, logit) of every new token.
         top5: Vec<Vec<(i64, f64)>>,
     },
+    /// A left-padded batch against its rows run alone.
+    Batch {
+        /// (row, step, max |Δ|, relative, greedy agrees) for each row and step.
+        rows: Vec<(usize, usize, f64, f64, bool)>,
+        /// Rows beyond the tolerance.
+        issues: Vec<StepIssue>,
+    },
     /// A re-run recorded call: ONNX Runtime's error, if it failed.
     Replayed {
         /// The call's index in the trace.

@@ -14,6 +14,8 @@ pub mod plan;
 pub mod report;
 
 #[cfg(feature = "runtime")]
+mod batch;
+#[cfg(feature = "runtime")]
 mod checks;
 #[cfg(feature = "runtime")]
 pub(crate) mod child;

@@ -41,6 +41,12 @@ pub struct Options {
     /// dtypes, shapes and small values; seeded contents) until one fails.
     #[serde(default)]
     pub replay: Option<Vec<ReplayCall>>,
+    /// After the steps, a left-padded batch of 2 against each row alone (decoder-only).
+    #[serde(default)]
+    pub batch_check: bool,
+    /// The model uses GroupQueryAttention (positions from seqlens, as onnxruntime-genai batches it).
+    #[serde(default)]
+    pub gqa: bool,
 }
 
 /// One recorded feed to re-create: name, dtype, shape, small values.
@@ -85,6 +91,8 @@ impl Default for Options {
             threads: 0,
             reference: None,
             replay: None,
+            batch_check: false,
+            gqa: false,
         }
     }
 }

@@ -68,6 +68,9 @@ pub struct RuntimeReport {
     /// Every cache pair driven: (past input, present output, how they were matched).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache_pairs: Vec<(String, String, String)>,
+    /// A left-padded batch of 2 against each row alone: (row, step, max |Δ|, relative, greedy agrees).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batch: Vec<(usize, usize, f64, f64, bool)>,
     /// Every step of every run.
     pub steps: Vec<StepRow>,
     /// Set when the child process died or hung.
@@ -105,6 +108,7 @@ impl RuntimeReport {
             session_seconds: None,
             parity_rule: None,
             cache_pairs: Vec::new(),
+            batch: Vec::new(),
             steps: Vec::new(),
             crash: None,
             generated: None,
@@ -206,6 +210,15 @@ impl RuntimeReport {
             }
             Event::Generated { ids, top5 } => self.generated = Some((ids, top5)),
             Event::Replayed { call, error, node } => self.replayed.push((call, error, node)),
+            Event::Batch { rows, issues } => {
+                self.batch = rows;
+                for i in issues {
+                    let mut f = Finding::new(i.code, i.severity, i.message).cause(i.cause);
+                    f.tensor = i.tensor;
+                    let f = self.finding(f);
+                    self.findings.push(f);
+                }
+            }
             Event::Done => self.done = true,
         }
     }
