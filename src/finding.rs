@@ -96,6 +96,7 @@ codes! {
     CallerNoCache = "caller-no-cache": "The cache is never used: every call re-feeds the growing prefix on the no-cache path.",
     CallerError = "caller-error": "A recorded call failed in ONNX Runtime (what the application saw).",
     Repeatability = "repeatability": "The same step run twice on one session gives different outputs.",
+    VariantDivergence = "variant-divergence": "A numeric variant (fp16, q4, quantized, …) departs from the folder's fp32 model by more than its numeric form explains.",
     BatchPadding = "batch-padding": "A row of a left-padded batch departs from the same prompt run alone (or the model cannot place padded rows: no position_ids).",
 }
 

@@ -51,3 +51,38 @@ fn models_that_place_padded_rows_right_pass_the_batch_check() {
         assert!(row1_max(&r) < 1e-4, "{dir}: {}", row1_max(&r));
     }
 }
+
+fn file<'a>(r: &'a Value, path: &str) -> &'a Value {
+    r["files"].as_array().unwrap().iter().find(|f| f["path"] == path).unwrap_or_else(|| panic!("no {path}"))
+}
+
+fn max_rel(f: &Value) -> f64 {
+    f["runtime"]["variant"][1].as_array().unwrap().iter().map(|p| p[2].as_f64().unwrap()).fold(0.0, f64::max)
+}
+
+#[test]
+fn every_correct_variant_stays_near_fp32_and_a_wrong_q4_does_not() {
+    let (code, r) = check_dir("tjs-variants");
+    assert_eq!(code, 0, "{r:#}");
+    for (path, bound) in
+        [("onnx/model_fp16.onnx", 0.1), ("onnx/model_quantized.onnx", 0.5), ("onnx/model_q4.onnx", 0.5)]
+    {
+        let f = file(&r, path);
+        assert_eq!(f["runtime"]["variant"][0], "model.onnx", "{path}: compared with the fp32 sibling");
+        assert!(max_rel(f) < bound, "{path}: {}", max_rel(f));
+    }
+    let (code, r) = check_dir("tjs-variants-broken-q4");
+    assert_eq!(code, 2);
+    let q4 = file(&r, "onnx/model_q4.onnx");
+    let d = q4["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["code"] == "variant-divergence")
+        .expect("variant-divergence");
+    assert!(d["message"].as_str().unwrap().starts_with("departs from model.onnx (fp32) by relative"), "{d:#}");
+    assert!(max_rel(q4) > 1.0);
+    // Self-consistent all the same: only the comparison with fp32 shows it.
+    assert!(!q4["findings"].as_array().unwrap().iter().any(|x| x["code"] == "parity"));
+    assert_eq!(file(&r, "onnx/model_fp16.onnx")["verdict"], "pass");
+}

@@ -21,6 +21,22 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
         None => format!("{what}, seeded encoder states (no encoder in the folder)"),
     };
     let mut setup = Setup { encoder: encoder.map(|x| x.file.path.clone()), start_token, ..Setup::default() };
+    // A numeric variant is also compared with its fp32 sibling, teacher-forced.
+    if e.file.variant.is_some() && matches!(e.role, Role::MergedDecoder | Role::DecoderOnly) {
+        let fp32 = folder.entries.iter().find(|x| {
+            x.role == e.role
+                && x.file.variant.is_none()
+                && x.file.base == e.file.base
+                && x.file.path.parent() == e.file.path.parent()
+        });
+        if let Some(f) = fp32 {
+            let plan = folder
+                .contract_for(f)
+                .and_then(|c| c.ok())
+                .and_then(|c| crate::runtime::plan::build(&f.sig, &c, 1).ok());
+            setup.compare_to = plan.map(|p| (f.file.path.clone(), p));
+        }
+    }
     let text = match e.role {
         Role::MergedDecoder => with_encoder("merged decoder: no-cache branch at step 0, cache branch after"),
         Role::DecoderOnly => "decoder-only: prompt at step 0, one token per step after".into(),

@@ -43,6 +43,8 @@ struct Setup {
     start_token: Option<i64>,
     /// Why this file is only checked statically, when it is.
     static_only: Option<String>,
+    /// A numeric variant's fp32 sibling and its plan, to compare with.
+    compare_to: Option<(PathBuf, crate::runtime::plan::Plan)>,
 }
 
 /// Builds and runs a check. Defaults: 4 steps, batch 1, seed 0, the runtime
@@ -341,6 +343,7 @@ impl Checker {
             step0_model: setup.step0_model.clone(),
             start_token: setup.start_token,
             gqa: sig.op_types.contains("GroupQueryAttention"),
+            compare_to: setup.compare_to.clone(),
             // Batched, left-padded generation where the batch axis is dynamic.
             batch_check: plan.family == crate::runtime::plan::Family::DecoderOnly
                 && self.batch == 1

@@ -529,6 +529,26 @@ pub fn folder_check(r: &FolderReport) -> String {
     if !r.findings.is_empty() {
         let _ = writeln!(out, "across files:\n{}", findings_table(&r.findings));
     }
+    let variants: Vec<_> =
+        r.files.iter().filter_map(|f| f.report.runtime.as_ref()?.variant.as_ref().map(|v| (f, v))).collect();
+    if !variants.is_empty() {
+        let mut t = new_table(&["variant", "against", "max |Δ|", "max rel.", "top-1 agrees", "verdict"]);
+        for (f, (reference, positions)) in variants {
+            let abs = positions.iter().map(|p| p.1).fold(0.0, f64::max);
+            let rel = positions.iter().map(|p| p.2).fold(0.0, f64::max);
+            let agree = positions.iter().filter(|p| p.3).count();
+            let bad = f.report.findings.iter().any(|x| x.code == crate::finding::Code::VariantDivergence);
+            t.add_row(vec![
+                f.path.clone(),
+                reference.clone(),
+                format!("{abs:.2e}"),
+                format!("{rel:.3}"),
+                format!("{agree}/{}", positions.len()),
+                if bad { "DIVERGES".into() } else { "ok".to_string() },
+            ]);
+        }
+        let _ = writeln!(out, "variants against fp32 (teacher-forced, same tokens):\n{t}");
+    }
     let mut s = new_table(&["size", "value", "from"]);
     for (name, size) in &r.sizes {
         s.add_row(vec![name.clone(), size.value.to_string(), size.source.clone()]);

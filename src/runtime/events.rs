@@ -199,6 +199,15 @@ pub enum Event {
         /// The five highest logits (id, logit) of every new token.
         top5: Vec<Vec<(i64, f64)>>,
     },
+    /// A variant against the fp32 model, teacher-forced: (position, max |Δ|, relative, top-1 agrees).
+    Variant {
+        /// The fp32 model.
+        reference: String,
+        /// Per generated position.
+        positions: Vec<(usize, f64, f64, bool)>,
+        /// Departures beyond the form's bound.
+        issues: Vec<StepIssue>,
+    },
     /// A left-padded batch against its rows run alone.
     Batch {
         /// (row, step, max |Δ|, relative, greedy agrees) for each row and step.

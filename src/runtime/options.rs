@@ -47,6 +47,9 @@ pub struct Options {
     /// The model uses GroupQueryAttention (positions from seqlens, as onnxruntime-genai batches it).
     #[serde(default)]
     pub gqa: bool,
+    /// A numeric variant: the folder's fp32 model and its plan, compared teacher-forced.
+    #[serde(default)]
+    pub compare_to: Option<(PathBuf, super::plan::Plan)>,
 }
 
 /// One recorded feed to re-create: name, dtype, shape, small values.
@@ -93,6 +96,7 @@ impl Default for Options {
             replay: None,
             batch_check: false,
             gqa: false,
+            compare_to: None,
         }
     }
 }

@@ -10,6 +10,9 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::time::Duration;
 
+/// A variant against fp32 at one generated position: (position, max |Δ|, relative, top-1 agrees).
+pub type VariantPosition = (usize, f64, f64, bool);
+
 /// One decoding step as it ran.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -68,6 +71,9 @@ pub struct RuntimeReport {
     /// Every cache pair driven: (past input, present output, how they were matched).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache_pairs: Vec<(String, String, String)>,
+    /// A numeric variant against the folder's fp32 model: (reference, per position: (position, max |Δ|, relative, top-1 agrees)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<(String, Vec<VariantPosition>)>,
     /// A left-padded batch of 2 against each row alone: (row, step, max |Δ|, relative, greedy agrees).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batch: Vec<(usize, usize, f64, f64, bool)>,
@@ -109,6 +115,7 @@ impl RuntimeReport {
             parity_rule: None,
             cache_pairs: Vec::new(),
             batch: Vec::new(),
+            variant: None,
             steps: Vec::new(),
             crash: None,
             generated: None,
@@ -210,6 +217,15 @@ impl RuntimeReport {
             }
             Event::Generated { ids, top5 } => self.generated = Some((ids, top5)),
             Event::Replayed { call, error, node } => self.replayed.push((call, error, node)),
+            Event::Variant { reference, positions, issues } => {
+                self.variant = Some((reference, positions));
+                for i in issues {
+                    let mut f = Finding::new(i.code, i.severity, i.message).cause(i.cause);
+                    f.tensor = i.tensor;
+                    let f = self.finding(f);
+                    self.findings.push(f);
+                }
+            }
             Event::Batch { rows, issues } => {
                 self.batch = rows;
                 for i in issues {
