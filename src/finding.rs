@@ -98,6 +98,7 @@ codes! {
     Repeatability = "repeatability": "The same step run twice on one session gives different outputs.",
     VariantDivergence = "variant-divergence": "A numeric variant (fp16, q4, quantized, …) departs from the folder's fp32 model by more than its numeric form explains.",
     BatchPadding = "batch-padding": "A row of a left-padded batch departs from the same prompt run alone (or the model cannot place padded rows: no position_ids).",
+    SlidingWindow = "sliding-window": "config.json asks for a sliding attention window the graph does not implement: a cached token outside the window still moves the logits.",
 }
 
 impl Serialize for Code {

@@ -86,3 +86,31 @@ fn every_correct_variant_stays_near_fp32_and_a_wrong_q4_does_not() {
     assert!(!q4["findings"].as_array().unwrap().iter().any(|x| x["code"] == "parity"));
     assert_eq!(file(&r, "onnx/model_fp16.onnx")["verdict"], "pass");
 }
+
+#[test]
+fn a_sliding_window_the_graph_ignores_fails_and_one_it_keeps_passes() {
+    // Same sizes, same weights: mistral-tiny was exported with its window 16
+    // in the graph; mistral-sliding-window's config says 4, its graph is full causal.
+    let (code, r) = check_dir("mistral-tiny");
+    assert_eq!(code, 0, "{r:#}");
+    let w = &r["files"][0]["runtime"]["window"];
+    assert_eq!((w["size"].as_u64(), w["past_len"].as_u64()), (Some(16), Some(18)), "{w:#}");
+    assert!(w["outside"].as_f64().unwrap() < 1e-6, "{w:#}");
+    assert!(w["inside"].as_f64().unwrap() > 1e-2, "the probe moves the logits inside the window: {w:#}");
+
+    let (code, r) = check_dir("mistral-sliding-window");
+    assert_eq!(code, 2, "{r:#}");
+    let f = r["files"][0]["findings"].as_array().unwrap();
+    let err = f.iter().find(|x| x["code"] == "sliding-window").expect("sliding-window finding");
+    let m = err["message"].as_str().unwrap();
+    assert!(m.starts_with("config.json: sliding_window = 4, but the graph attends beyond it"), "{m}");
+    assert!(err["cause"].as_str().unwrap().contains("full causal attention"), "{err:#}");
+    let w = &r["files"][0]["runtime"]["window"];
+    assert!(w["outside"].as_f64().unwrap() > 1e-2, "{w:#}");
+
+    // Models whose config states no window (or turns it off) are not probed.
+    for dir in ["llama-tiny", "qwen2-tiny"] {
+        let (_, r) = check_dir(dir);
+        assert!(r["files"][0]["runtime"]["window"].is_null(), "{dir}");
+    }
+}

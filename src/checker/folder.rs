@@ -39,7 +39,10 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
     }
     let text = match e.role {
         Role::MergedDecoder => with_encoder("merged decoder: no-cache branch at step 0, cache branch after"),
-        Role::DecoderOnly => "decoder-only: prompt at step 0, one token per step after".into(),
+        Role::DecoderOnly => {
+            setup.window = folder.config.as_ref().and_then(|c| c.sliding_window.clone());
+            "decoder-only: prompt at step 0, one token per step after".into()
+        }
         Role::DecoderWithPast => match folder.sibling(e, Role::Decoder) {
             Some(d) => {
                 setup.step0_model = Some(d.file.path.clone());

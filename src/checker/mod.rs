@@ -45,6 +45,8 @@ struct Setup {
     static_only: Option<String>,
     /// A numeric variant's fp32 sibling and its plan, to compare with.
     compare_to: Option<(PathBuf, crate::runtime::plan::Plan)>,
+    /// The sliding window the folder's config asks for.
+    window: Option<crate::folder::config::SlidingWindow>,
 }
 
 /// Builds and runs a check. Defaults: 4 steps, batch 1, seed 0, the runtime
@@ -344,6 +346,11 @@ impl Checker {
             start_token: setup.start_token,
             gqa: sig.op_types.contains("GroupQueryAttention"),
             compare_to: setup.compare_to.clone(),
+            window: setup.window.as_ref().map(|w| options::Window {
+                size: w.size.max(0) as usize,
+                source: w.source.clone(),
+                layers: w.layers.clone(),
+            }),
             // Batched, left-padded generation where the batch axis is dynamic.
             batch_check: plan.family == crate::runtime::plan::Family::DecoderOnly
                 && self.batch == 1

@@ -28,6 +28,22 @@ pub struct ModelConfig {
     /// `head_dim`, `hidden`, `vocab`, `num_mel_bins`, `max_source_positions`,
     /// `decoder_start`, `eos`.
     pub sizes: BTreeMap<String, Size>,
+    /// The sliding attention window the config asks for, when it asks for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<SlidingWindow>,
+}
+
+/// `sliding_window` of config.json and the decoder layers that use it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct SlidingWindow {
+    /// How many positions a token attends to (itself included).
+    pub size: i64,
+    /// `config.json: sliding_window`.
+    pub source: String,
+    /// The windowed layers (from `layer_types` or `max_window_layers`); every layer when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<Vec<usize>>,
 }
 
 /// Why a config file could not be read.
@@ -74,6 +90,34 @@ fn read_json(path: &Path) -> Result<Value, ConfigError> {
     Ok(v)
 }
 
+/// The window a config asks for. Which layers are windowed is read, never
+/// guessed: `layer_types` when stated; Qwen's `max_window_layers`; every layer
+/// for the families whose every layer uses the window (Mistral, Phi-3, …);
+/// otherwise (Gemma 2 alternates, and older configs do not say how) no window.
+fn sliding_window(scope: &Value, label: &str, model_type: Option<&str>) -> Option<SlidingWindow> {
+    let size = scope.get("sliding_window").and_then(Value::as_i64).filter(|&w| w > 0)?;
+    if scope.get("use_sliding_window").and_then(Value::as_bool) == Some(false) {
+        return None;
+    }
+    let source = format!("{label}: sliding_window");
+    if let Some(types) = scope.get("layer_types").and_then(Value::as_array) {
+        let layers: Vec<usize> =
+            types.iter().enumerate().filter(|(_, t)| t.as_str() == Some("sliding_attention")).map(|(i, _)| i).collect();
+        return (!layers.is_empty()).then_some(SlidingWindow { size, source, layers: Some(layers) });
+    }
+    let n = scope.get("num_hidden_layers").and_then(Value::as_u64).unwrap_or(0) as usize;
+    match model_type? {
+        "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe" => {
+            // transformers: layer i slides when i >= max_window_layers.
+            let first = scope.get("max_window_layers").and_then(Value::as_u64)? as usize;
+            let layers: Vec<usize> = (first..n).collect();
+            (!layers.is_empty()).then_some(SlidingWindow { size, source, layers: Some(layers) })
+        }
+        "mistral" | "mixtral" | "phi3" | "starcoder2" => Some(SlidingWindow { size, source, layers: None }),
+        _ => None,
+    }
+}
+
 impl ModelConfig {
     /// What `config.json` states (`text_config` of multimodal configs
     /// fills what the top level lacks).
@@ -110,6 +154,8 @@ impl ModelConfig {
                 c.sizes.insert("kv_heads".into(), s);
             }
         }
+        c.sliding_window =
+            scopes.iter().find_map(|(scope, label)| sliding_window(scope, label, c.model_type.as_deref()));
         c
     }
 
@@ -198,6 +244,25 @@ mod tests {
         );
         // Mistral's `"head_dim": null` is not a size: derived instead.
         assert_eq!(folder("mistral-tiny").sizes["head_dim"].source, "config.json: hidden_size / num_attention_heads");
+    }
+
+    #[test]
+    fn sliding_windows_are_read_with_their_layers_never_guessed() {
+        let w = folder("mistral-sliding-window").sliding_window.unwrap();
+        assert_eq!((w.size, w.source.as_str(), w.layers), (4, "config.json: sliding_window", None));
+        assert_eq!(folder("mistral-tiny").sliding_window.unwrap().size, 16);
+        // Qwen2 states the window off; llama states none.
+        assert_eq!(folder("qwen2-tiny").sliding_window, None);
+        assert_eq!(folder("llama-tiny").sliding_window, None);
+        let v = |j: serde_json::Value| ModelConfig::from_value(&j, "config.json").sliding_window;
+        let typed = v(serde_json::json!({"model_type": "gemma3", "sliding_window": 512,
+            "layer_types": ["sliding_attention", "full_attention", "sliding_attention"]}));
+        assert_eq!(typed.unwrap().layers, Some(vec![0, 2]));
+        // Gemma 2 without layer_types: which layers slide is not stated, so nothing is claimed.
+        assert_eq!(v(serde_json::json!({"model_type": "gemma2", "sliding_window": 4096})), None);
+        let q = v(serde_json::json!({"model_type": "qwen2", "sliding_window": 8, "use_sliding_window": true,
+            "max_window_layers": 1, "num_hidden_layers": 3}));
+        assert_eq!(q.unwrap().layers, Some(vec![1, 2]));
     }
 
     #[test]

@@ -80,7 +80,7 @@ impl GenaiConfig {
         Ok(GenaiConfig {
             filename: at(v, "model.decoder.filename").and_then(Value::as_str).map(str::to_string),
             model_type: model_type.clone(),
-            config: ModelConfig { model_type, sizes },
+            config: ModelConfig { model_type, sizes, sliding_window: None },
             inputs: strings(at(v, "model.decoder.inputs")),
             outputs: strings(at(v, "model.decoder.outputs")),
         })

@@ -358,6 +358,23 @@ pub fn runtime_section(r: &RuntimeReport) -> String {
     if let Some(rule) = &r.parity_rule {
         let _ = writeln!(out, "parity tolerance {}: {}", rule.describe(), rule.reason);
     }
+    if !r.batch.is_empty() {
+        let worst = |row: usize| r.batch.iter().filter(|b| b.0 == row).map(|b| b.2).fold(0.0, f64::max);
+        let steps = r.batch.iter().map(|b| b.1).max().unwrap_or(0) + 1;
+        let _ = writeln!(
+            out,
+            "left-padded batch of 2 against each row alone, {steps} steps: max |Δ| row 0 {:.2e}, row 1 (padded) {:.2e}",
+            worst(0),
+            worst(1)
+        );
+    }
+    if let Some(w) = &r.window {
+        let _ = writeln!(
+            out,
+            "sliding window {} ({}): on a past of {}, a cache change outside it moves the logits by {:.2e}, inside it by {:.2e}",
+            w.size, w.source, w.past_len, w.outside, w.inside
+        );
+    }
     if r.steps.is_empty() {
         return out;
     }

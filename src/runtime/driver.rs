@@ -109,6 +109,14 @@ pub fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
     if job.options.batch_check && job.plan.family == super::plan::Family::DecoderOnly {
         batch_check(&mut ctx, emit);
     }
+    if let Some(w) = job.options.window.clone().filter(|w| w.size <= super::window::MAX_PROBED) {
+        if job.plan.family == super::plan::Family::DecoderOnly {
+            match super::window::probe(&mut ctx.session, &ctx.job.plan, &w, &mut ctx.rng) {
+                Ok(ev) => emit(ev),
+                Err(e) => emit(fatal(Stage::Plan, format!("sliding-window probe: {}", first_line(&e)), None)),
+            }
+        }
+    }
     emit(Event::Done);
 }
 

@@ -215,6 +215,13 @@ pub enum Event {
         /// Rows beyond the tolerance.
         issues: Vec<StepIssue>,
     },
+    /// The sliding-window probe: the cache changed outside and inside the window.
+    Window {
+        /// What was measured.
+        probe: WindowProbe,
+        /// A window the graph ignores.
+        issues: Vec<StepIssue>,
+    },
     /// A re-run recorded call: ONNX Runtime's error, if it failed.
     Replayed {
         /// The call's index in the trace.
@@ -226,4 +233,21 @@ pub enum Event {
     },
     /// Every run finished.
     Done,
+}
+
+/// How the logits moved when one cached position was changed, in the windowed
+/// layers only: far outside the window, and just inside it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct WindowProbe {
+    /// The window size.
+    pub size: usize,
+    /// Where it was stated (`config.json: sliding_window`).
+    pub source: String,
+    /// The past length fed (the window + 2).
+    pub past_len: usize,
+    /// max |Δ| of the logits when position 0 (outside the window) changes.
+    pub outside: f64,
+    /// max |Δ| when the newest past position (inside the window) changes.
+    pub inside: f64,
 }

@@ -31,5 +31,7 @@ mod npy;
 pub(crate) mod options;
 #[cfg(feature = "runtime")]
 mod session;
+#[cfg(feature = "runtime")]
+mod window;
 
 pub use report::RuntimeReport;

@@ -50,6 +50,20 @@ pub struct Options {
     /// A numeric variant: the folder's fp32 model and its plan, compared teacher-forced.
     #[serde(default)]
     pub compare_to: Option<(PathBuf, super::plan::Plan)>,
+    /// A sliding window the model's config asks for, probed on a past longer than it.
+    #[serde(default)]
+    pub window: Option<Window>,
+}
+
+/// A sliding attention window to probe: size, where it was stated, the windowed layers (all when `None`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Window {
+    /// Positions a token attends to, itself included.
+    pub size: usize,
+    /// `config.json: sliding_window`.
+    pub source: String,
+    /// Windowed layer indices; every layer when `None`.
+    pub layers: Option<Vec<usize>>,
 }
 
 /// One recorded feed to re-create: name, dtype, shape, small values.
@@ -97,6 +111,7 @@ impl Default for Options {
             batch_check: false,
             gqa: false,
             compare_to: None,
+            window: None,
         }
     }
 }

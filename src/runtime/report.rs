@@ -77,6 +77,9 @@ pub struct RuntimeReport {
     /// A left-padded batch of 2 against each row alone: (row, step, max |Δ|, relative, greedy agrees).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batch: Vec<(usize, usize, f64, f64, bool)>,
+    /// The sliding-window probe, when the config states a window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<super::events::WindowProbe>,
     /// Every step of every run.
     pub steps: Vec<StepRow>,
     /// Set when the child process died or hung.
@@ -116,6 +119,7 @@ impl RuntimeReport {
             cache_pairs: Vec::new(),
             batch: Vec::new(),
             variant: None,
+            window: None,
             steps: Vec::new(),
             crash: None,
             generated: None,
@@ -219,6 +223,15 @@ impl RuntimeReport {
             Event::Replayed { call, error, node } => self.replayed.push((call, error, node)),
             Event::Variant { reference, positions, issues } => {
                 self.variant = Some((reference, positions));
+                for i in issues {
+                    let mut f = Finding::new(i.code, i.severity, i.message).cause(i.cause);
+                    f.tensor = i.tensor;
+                    let f = self.finding(f);
+                    self.findings.push(f);
+                }
+            }
+            Event::Window { probe, issues } => {
+                self.window = Some(probe);
                 for i in issues {
                     let mut f = Finding::new(i.code, i.severity, i.message).cause(i.cause);
                     f.tensor = i.tensor;
