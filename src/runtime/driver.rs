@@ -419,12 +419,7 @@ fn batch_check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
         let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
             .self_past
             .iter()
-            .map(|c| {
-                let mut s: Vec<usize> = c.shape.iter().map(|&d| d.max(0) as usize).collect();
-                s[0] = b;
-                s[plan.seq_axis] = 0;
-                (c.past.clone(), c.dtype, ArrayD::zeros(IxDyn(&s)))
-            })
+            .map(|c| (c.past.clone(), c.dtype, super::feeds::past_zeros(&c.shape, plan.seq_axis, b, 0)))
             .collect();
         let mut past_len = 0usize;
         let mut out = Vec::new();

@@ -88,6 +88,16 @@ fn zeros(shape: &[i64], axis: usize, len: i64) -> ArrayD<f32> {
     ArrayD::zeros(IxDyn(&s))
 }
 
+/// Zeros of a cache tensor with `rows` on the batch axis (a batch or a probe
+/// of its own, not the plan's) and `len` positions on the sequence axis.
+pub(crate) fn past_zeros(shape: &[i64], seq_axis: usize, rows: usize, len: usize) -> ArrayD<f32> {
+    let mut s = shape.to_vec();
+    if let Some(b) = s.first_mut() {
+        *b = rows as i64;
+    }
+    zeros(&s, seq_axis, len as i64)
+}
+
 impl Cache {
     /// A with-past decoder driven alone has no step 0 to take its
     /// cross-attention past from: seeded values of the encoder length stand

@@ -223,32 +223,27 @@ impl RuntimeReport {
             Event::Replayed { call, error, node } => self.replayed.push((call, error, node)),
             Event::Variant { reference, positions, issues } => {
                 self.variant = Some((reference, positions));
-                for i in issues {
-                    let mut f = Finding::new(i.code, i.severity, i.message).cause(i.cause);
-                    f.tensor = i.tensor;
-                    let f = self.finding(f);
-                    self.findings.push(f);
-                }
+                self.push_issues(issues);
             }
             Event::Window { probe, issues } => {
                 self.window = Some(probe);
-                for i in issues {
-                    let mut f = Finding::new(i.code, i.severity, i.message).cause(i.cause);
-                    f.tensor = i.tensor;
-                    let f = self.finding(f);
-                    self.findings.push(f);
-                }
+                self.push_issues(issues);
             }
             Event::Batch { rows, issues } => {
                 self.batch = rows;
-                for i in issues {
-                    let mut f = Finding::new(i.code, i.severity, i.message).cause(i.cause);
-                    f.tensor = i.tensor;
-                    let f = self.finding(f);
-                    self.findings.push(f);
-                }
+                self.push_issues(issues);
             }
             Event::Done => self.done = true,
+        }
+    }
+
+    /// Findings of a whole-run check (variant, batch, window): not tied to a step.
+    fn push_issues(&mut self, issues: Vec<super::events::StepIssue>) {
+        for i in issues {
+            let mut f = Finding::new(i.code, i.severity, i.message).cause(i.cause);
+            f.tensor = i.tensor;
+            let f = self.finding(f);
+            self.findings.push(f);
         }
     }
 

@@ -10,13 +10,13 @@
 use super::batch::{padded_step, Padded};
 use super::checks;
 use super::events::{Event, StepIssue, WindowProbe};
-use super::feeds::Rng;
+use super::feeds::{past_zeros, Rng};
 use super::options::Window;
 use super::plan::Plan;
 use super::session::run;
 use crate::finding::Code;
 use crate::signature::ElemType;
-use ndarray::{ArrayD, Axis, IxDyn};
+use ndarray::{ArrayD, Axis};
 use ort::session::Session;
 
 /// Windows longer than this are not probed: the past alone would be too
@@ -37,12 +37,9 @@ fn seeded_pasts(plan: &Plan, len: usize, rng: &mut Rng) -> Pasts {
     plan.self_past
         .iter()
         .map(|c| {
-            let mut s: Vec<usize> = c.shape.iter().map(|&d| d.max(0) as usize).collect();
-            s[0] = 1;
-            s[plan.seq_axis] = len;
-            let n = s.iter().product();
-            let v = (0..n).map(|_| rng.normal()).collect();
-            (c.past.clone(), c.dtype, ArrayD::from_shape_vec(IxDyn(&s), v).expect("shape"))
+            let mut a = past_zeros(&c.shape, plan.seq_axis, 1, len);
+            a.mapv_inplace(|_| rng.normal());
+            (c.past.clone(), c.dtype, a)
         })
         .collect()
 }
