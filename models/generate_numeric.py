@@ -227,39 +227,45 @@ def llama_model():
     return transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA)).eval()
 
 
-def save_llama_hf(hf: Path):
+def save_hf(hf: Path, model):
     """The HF folder the builder reads: weights, configs, and a WordLevel
     tokenizer whose vocabulary is exactly vocab_size (<unk> <s> </s> w3..w999)."""
     import transformers
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    llama_model().save_pretrained(hf)
-    words = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(3, LLAMA["vocab_size"])]
+    model.save_pretrained(hf)
+    words = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(3, model.config.vocab_size)]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
     fast.save_pretrained(hf)
 
 
-def gen_llama_genai():
-    """onnxruntime-genai builder export (fp32, cpu) of a tiny random Llama:
-    GroupQueryAttention, external data, genai_config.json."""
+def genai_export(model, out: Path, extra_options=()):
+    """onnxruntime-genai builder export (-p fp32 -e cpu) of `model` into `out`,
+    plus the HF config.json and generation_config.json the builder does not write."""
     if not (GENAI_SITE / "onnxruntime_genai").is_dir():
         raise SystemExit(f"no onnxruntime_genai in {GENAI_SITE}: pip install --target {GENAI_SITE} {GENAI_PINS}")
-    out = OUT / "llama-genai"
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        save_llama_hf(tmp / "hf")
+        save_hf(tmp / "hf", model)
         env = dict(os.environ, PYTHONPATH=str(GENAI_SITE), HF_HUB_OFFLINE="1", PYTHONHASHSEED="0")
+        extra = ["--extra_options", *extra_options] if extra_options else []
         subprocess.run(
             [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(tmp / "hf"), "-o", str(tmp / "out"),
-             "-p", "fp32", "-e", "cpu", "-c", str(tmp / "cache")],
+             "-p", "fp32", "-e", "cpu", "-c", str(tmp / "cache"), *extra],
             env=env, check=True, stdout=subprocess.DEVNULL,
         )
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(tmp / "out", out)
         copy_configs(tmp / "hf", out)  # the builder writes no config.json
+
+
+def gen_llama_genai():
+    """onnxruntime-genai builder export (fp32, cpu) of a tiny random Llama:
+    GroupQueryAttention, external data, genai_config.json."""
+    genai_export(llama_model(), OUT / "llama-genai")
 
 
 def gen_llama_genai_config_mismatch():
@@ -276,6 +282,61 @@ def gen_llama_genai_config_mismatch():
     path.write_text(json.dumps(cfg, indent=4))  # the builder writes no final newline
 
 
+MISTRAL = dict(LLAMA, head_dim=16, sliding_window=8)
+# MistralConfig has no layer_types, and the builder (0.18.0) windows only the
+# layers that layer_types marks "sliding_attention" (Model.is_local): from a
+# plain MistralConfig it writes local_window_size -1 on every layer (and a
+# genai_config sliding_window with "layers": []). So every layer is marked.
+# windowed_kv_cache=false: without it the builder's CPU default is a window-sized
+# cache (GQA sliding_window_cache=1, past axis "past_sliding_length"); with it the
+# past/present are full length as in llama-genai and only local_window_size differs.
+MISTRAL_LAYER_TYPES = ["sliding_attention"] * MISTRAL["num_hidden_layers"]
+
+
+def mistral_model(sliding_window=MISTRAL["sliding_window"]):
+    """The tiny random Mistral; sliding_window only changes the torch mask (the
+    weights depend on the seed alone), so the verifier can move it."""
+    import torch
+    import transformers
+
+    torch.manual_seed(SEED)
+    config = transformers.MistralConfig(**dict(MISTRAL, sliding_window=sliding_window))
+    config.layer_types = MISTRAL_LAYER_TYPES  # set after: as a kwarg MistralConfig warns
+    return transformers.MistralForCausalLM(config).eval()
+
+
+def gen_mistral_genai():
+    """onnxruntime-genai builder export (fp32, cpu) of a tiny random Mistral
+    with sliding_window 8 on every layer: GroupQueryAttention local_window_size 8."""
+    out = OUT / "mistral-genai"
+    genai_export(mistral_model(), out, ["windowed_kv_cache=false"])
+    m = onnx.load(out / "model.onnx", load_external_data=False)
+    windows = [_gqa_window(n) for n in m.graph.node if n.op_type == "GroupQueryAttention"]
+    assert windows == [MISTRAL["sliding_window"]] * MISTRAL["num_hidden_layers"], windows
+
+
+def _gqa_window(node):
+    return next(onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "local_window_size")
+
+
+def gen_mistral_genai_no_window():
+    """mistral-genai's files with every GroupQueryAttention's local_window_size
+    set to -1: the graph attends to everything while config.json states window 8.
+    model.onnx.data is copied as-is (the initializers are not loaded, so their
+    external-data references stay "model.onnx.data" at the same offsets)."""
+    src, out = OUT / "mistral-genai", OUT / "mistral-genai-no-window"
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(src, out)
+    m = onnx.load(out / "model.onnx", load_external_data=False)
+    gqa = [n for n in m.graph.node if n.op_type == "GroupQueryAttention"]
+    assert gqa and all(_gqa_window(n) == MISTRAL["sliding_window"] for n in gqa)
+    for n in gqa:
+        a = next(a for a in n.attribute if a.name == "local_window_size")
+        a.i = -1  # the lie
+    onnx.save(m, out / "model.onnx")
+
+
 GENERATORS = {
     "marian-fp16": gen_marian_fp16,
     "marian-fp16-cast-bug": gen_marian_fp16_cast_bug,
@@ -284,6 +345,8 @@ GENERATORS = {
     "llama-genai": gen_llama_genai,
     "llama-genai-config-mismatch": gen_llama_genai_config_mismatch,
     "gpt2-fp16-overflow": gen_gpt2_fp16_overflow,
+    "mistral-genai": gen_mistral_genai,
+    "mistral-genai-no-window": gen_mistral_genai_no_window,
 }
 
 
@@ -512,6 +575,62 @@ def verify_genai(folder):
             print("  " + fmt(f"shared buffer step {k - 3} cached vs uncached", compare(out["logits"][0, -1], full["logits"][0, -1])))
 
 
+WINDOW_PROMPT = 12  # tokens; also the seeded past's length
+WINDOW_LONG = 24  # a prompt longer than the two layers' reach (2 x (window + 1))
+
+
+def verify_sliding_window(folder):
+    """Does a change outside the window move the last position's logits?
+    Uncached: a token changed at each position of a prompt. Cached: one new
+    token on a seeded random past, one past position changed in every layer."""
+    cfg = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
+    stated = json.loads((folder / "config.json").read_text())["sliding_window"]
+    m = onnx.load(folder / cfg["filename"], load_external_data=False)
+    windows = {n.name: _gqa_window(n) for n in m.graph.node if n.op_type == "GroupQueryAttention"}
+    print(f"  config.json sliding_window {stated}; GroupQueryAttention local_window_size: {windows}")
+    s = session(folder / cfg["filename"])
+    ins, outs = signature(s)
+    print("  inputs:", ins)
+    print("  outputs:", outs)
+    L, kvh, hs = cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["head_size"]
+    kw = dict(past_shape=(1, kvh, 0, hs))
+    rng = np.random.default_rng(SEED)
+    last = lambda ids, past=None: run(s, ids, past, **kw)["logits"][0, -1]
+
+    def changed(ids, k):
+        alt = ids.copy()
+        alt[0, k] = (alt[0, k] + 500) % 1000
+        return alt
+
+    for n in (WINDOW_PROMPT, WINDOW_LONG):
+        ids = rng.integers(3, 1000, size=(1, n), dtype=np.int64)
+        ref = last(ids)
+        d = [compare(last(changed(ids, k)), ref)[0] for k in range(n)]
+        print(f"  uncached, {n} tokens, token k changed, max|d| of the last logits:")
+        print("    " + "  ".join(f"{k}:{v:.3g}" for k, v in enumerate(d)))
+    # cached: past of WINDOW_PROMPT random positions in every layer, one new token at position WINDOW_PROMPT
+    past = {i.name: rng.standard_normal((1, kvh, WINDOW_PROMPT, hs)).astype(np.float32)
+            for i in s.get_inputs() if i.name.startswith("past_key_values.")}
+    tok = np.array([[7]], dtype=np.int64)
+    ref = last(tok, past)
+    d = []
+    for k in range(WINDOW_PROMPT):
+        alt = {n: v.copy() for n, v in past.items()}
+        for v in alt.values():
+            v[:, :, k, :] = rng.standard_normal((1, kvh, hs))
+        d.append(compare(last(tok, alt), ref)[0])
+    print(f"  cached, past {WINDOW_PROMPT} random + 1 token, past position k changed in every layer (key and value), max|d|:")
+    print("    " + "  ".join(f"{k}:{v:.3g}" for k, v in enumerate(d)))
+    import torch
+
+    ids = np.random.default_rng(SEED).integers(3, 1000, size=(1, WINDOW_PROMPT), dtype=np.int64)
+    onnx_last = last(ids)
+    for w in (stated, stated + 1, None):
+        with torch.no_grad():
+            ref = mistral_model(w)(torch.tensor(ids), use_cache=False).logits[0, -1].numpy()
+        print("  " + fmt(f"{WINDOW_PROMPT} tokens: ONNX vs torch MistralForCausalLM sliding_window {w}", compare(onnx_last, ref)))
+
+
 OVERFLOW_PROMPT = [3, 14, 15, 92]
 OVERFLOW_RANDOM = 50  # random 4-token prompts, numpy default_rng(SEED)
 
@@ -671,6 +790,8 @@ VERIFIERS = {
     "llama-genai": verify_genai,
     "llama-genai-config-mismatch": verify_genai,
     "gpt2-fp16-overflow": verify_overflow,
+    "mistral-genai": verify_sliding_window,
+    "mistral-genai-no-window": verify_sliding_window,
 }
 
 

@@ -82,6 +82,14 @@ fn every_correct_variant_stays_near_fp32_and_a_wrong_q4_does_not() {
         .expect("variant-divergence");
     assert!(d["message"].as_str().unwrap().starts_with("departs from model.onnx (fp32) by relative"), "{d:#}");
     assert!(max_rel(q4) > 1.0);
+    // Where: every MatMulNBits got another column's scales, so the first node
+    // departing from fp32 is a MatMulNBits of the first layer, named with the
+    // fp32 MatMul it replaced (tensors matched by name).
+    let node = d["node"].as_str().expect("the first diverging node");
+    assert!(node.ends_with("_Q4 (MatMulNBits)") && node.contains("layers.0/"), "{d:#}");
+    let cause = d["cause"].as_str().unwrap();
+    let replaced = node.trim_end_matches("_Q4 (MatMulNBits)");
+    assert!(cause.contains(&format!("first node departing from model.onnx by more than 0.5: {replaced} (MatMul), written in the variant by {node}")), "{cause}");
     // Self-consistent all the same: only the comparison with fp32 shows it.
     assert!(!q4["findings"].as_array().unwrap().iter().any(|x| x["code"] == "parity"));
     assert_eq!(file(&r, "onnx/model_fp16.onnx")["verdict"], "pass");

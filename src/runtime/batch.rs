@@ -4,8 +4,14 @@
 //! compared at every step with the same row run alone. Exports that derive
 //! positions from the past length shift the padded row (optimum PRs #1381, #2326).
 
+use super::checks;
+use super::context::Ctx;
+use super::diagnose::first_line;
+use super::events::Event;
 use super::feeds::{Feed, Values};
 use super::plan::Plan;
+use super::session::run;
+use crate::signature::ElemType;
 use ndarray::{ArrayD, IxDyn};
 
 /// One left-padded batch: each row's real tokens, padded to the longest.
@@ -80,6 +86,98 @@ pub(crate) fn padded_step(
         feeds.push(Feed { name: name.clone(), elem: *elem, values: Values::Float(a.clone()) });
     }
     feeds
+}
+
+/// Two prompts of different lengths in one left-padded batch against each
+/// row run alone, teacher-forced on the same tokens for 3 cached steps.
+pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
+    let plan = &ctx.job.plan;
+    let long: Vec<i64> = (0..4).map(|_| ctx.rng.below(plan.vocab)).collect();
+    let short: Vec<i64> = (0..2).map(|_| ctx.rng.below(plan.vocab)).collect();
+    let forced: Vec<i64> = (0..3).map(|_| ctx.rng.below(plan.vocab)).collect();
+    // Last-position logits per step, for a batch of `prompts`.
+    let mut run_batch = |prompts: Vec<Vec<i64>>| -> Result<Vec<ArrayD<f32>>, String> {
+        let batch = Padded::new(prompts);
+        let b = batch.rows.len();
+        let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
+            .self_past
+            .iter()
+            .map(|c| (c.past.clone(), c.dtype, super::feeds::past_zeros(&c.shape, plan.seq_axis, b, 0)))
+            .collect();
+        let mut past_len = 0usize;
+        let mut out = Vec::new();
+        let mut new = batch.rows.clone();
+        for step in 0..=forced.len() {
+            let feeds = padded_step(plan, &batch, &new, past_len, &pasts, 0);
+            let o = run(&mut ctx.session, &feeds)?;
+            out.push(o.floats.get(&plan.logits).cloned().ok_or("no logits")?);
+            for (c, slot) in plan.self_past.iter().zip(pasts.iter_mut()) {
+                slot.2 = o.floats.get(&c.present).cloned().ok_or("no present")?;
+            }
+            past_len += new.iter().map(Vec::len).max().unwrap_or(0);
+            if step < forced.len() {
+                new = vec![vec![forced[step]]; b];
+            }
+        }
+        Ok(out)
+    };
+    let (alone0, alone1, both) =
+        match (run_batch(vec![long.clone()]), run_batch(vec![short.clone()]), run_batch(vec![long, short])) {
+            (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+            (a, b, c) => {
+                let e = [a.err(), b.err(), c.err()].into_iter().flatten().next().unwrap_or_default();
+                return emit(Event::Batch {
+                    rows: Vec::new(),
+                    issues: vec![super::events::StepIssue::error(
+                        crate::finding::Code::BatchPadding,
+                        format!("a left-padded batch of 2 could not run: {}", first_line(&e)),
+                        None,
+                    )],
+                });
+            }
+        };
+    // Dynamic quantization measures activation ranges over the whole batch, so a
+    // batch changes a quantized row's rounding (gpt2-int8: 6.7e-2 relative); a
+    // row placed at the wrong positions departs by ~1 (gpt2 without position_ids).
+    let bound = match &plan.tolerance.form {
+        super::numeric::NumericForm::Quantized { .. } => super::numeric::Tolerance {
+            rel: Some(0.5),
+            abs: None,
+            reason: "quantized: activation ranges are measured over the batch".into(),
+            form: plan.tolerance.form.clone(),
+        },
+        _ => plan.tolerance.clone(),
+    };
+    let mut rows = Vec::new();
+    let mut issues = Vec::new();
+    for step in 0..both.len() {
+        for (r, alone) in [(0usize, &alone0), (1, &alone1)] {
+            let row = both[step].index_axis(ndarray::Axis(0), r).insert_axis(ndarray::Axis(0)).to_owned();
+            let g = checks::gap(&row, &alone[step]);
+            rows.push((r, step, g.abs, g.rel, g.greedy_agrees));
+            if r == 1
+                && bound.exceeded(g.abs, g.rel)
+                && !issues.iter().any(|i: &super::events::StepIssue| i.code == crate::finding::Code::BatchPadding)
+            {
+                let mut i = super::events::StepIssue::error(
+                    crate::finding::Code::BatchPadding,
+                    format!("row 1 of a batch of 2 (left-padded by 2) departs from the same prompt run alone at step {step}: max |Δ| {:.3e} (relative {:.2e}) > tolerance {}", g.abs, g.rel, bound.describe()),
+                    Some(&plan.logits),
+                );
+                if ctx.job.options.gqa {
+                    // Measured, not failed: onnxruntime-genai schedules its own batches.
+                    i.severity = crate::finding::Severity::Warning;
+                }
+                i.cause = Some(match &plan.position_ids {
+                    None if ctx.job.options.gqa => "GroupQueryAttention derives positions and lengths from the attention mask (seqlens_k); left-padded rows fed the Hugging Face way are not what it expects: batch through onnxruntime-genai's own scheduler".into(),
+                    None => "the model takes no position_ids: it derives positions from the past length, so every left-padded row is shifted by its padding".into(),
+                    Some(p) => format!("`{p}` = cumsum(mask) - 1 was fed, yet the padded row differs: the mask or the positions are not honoured inside the graph"),
+                });
+                issues.push(i);
+            }
+        }
+    }
+    emit(Event::Batch { rows, issues });
 }
 
 #[cfg(test)]

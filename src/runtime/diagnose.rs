@@ -179,29 +179,42 @@ pub(crate) fn diagnose(
 /// lifted), graph optimizations off so the graph runs as written. Constants
 /// that are -inf by design (attention-mask fills) are skipped. Returns the
 /// node's path with its op, and the cause with its inputs' finite range.
-pub(crate) fn first_non_finite(
+/// Runs `model` on `feeds` with every intermediate tensor exposed as an
+/// output (the branches the feeds take lifted out of their `If`), without
+/// graph optimizations so that each node's own output is what is seen.
+pub(crate) fn exposed_run(
     env: &ort::environment::Environment,
     model: &Path,
     feeds: &[Feed],
     opts: &Options,
-) -> Option<(String, String)> {
-    let bytes = std::fs::read(model).ok()?;
+) -> Result<(Vec<graph_edit::FlatNode>, super::feeds::Outputs), String> {
+    let bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
     let flag = |cond: &str| -> Option<bool> {
         feeds.iter().find(|f| f.name == cond).and_then(|f| match &f.values {
             Values::Bool(a) => a.iter().next().copied(),
             _ => None,
         })
     };
-    let (path, nodes) = graph_edit::flatten(&bytes, &flag).ok()?;
+    let (path, nodes) = graph_edit::flatten(&bytes, &flag)?;
     let wanted: Vec<String> = nodes.iter().flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).cloned()).collect();
-    let edited = graph_edit::expose(&bytes, &path, &wanted).ok()?;
+    let edited = graph_edit::expose(&bytes, &path, &wanted)?;
     let mut s = with_threads(Session::builder(env), opts.threads)
         .and_then(|b| Ok(b.with_optimization_level(ort::session::builder::GraphOptimizationLevel::Disable)?))
         .and_then(|mut b| b.commit_from_memory(&edited))
-        .ok()?;
+        .map_err(|e| e.to_string())?;
     let declared: Vec<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
     let kept: Vec<Feed> = feeds.iter().filter(|f| declared.contains(&f.name)).cloned().collect();
-    let out = run(&mut s, &kept).ok()?;
+    Ok((nodes, run(&mut s, &kept)?))
+}
+
+/// The first node in execution order whose output is NaN/Inf while its inputs are finite.
+pub(crate) fn first_non_finite(
+    env: &ort::environment::Environment,
+    model: &Path,
+    feeds: &[Feed],
+    opts: &Options,
+) -> Option<(String, String)> {
+    let (nodes, out) = exposed_run(env, model, feeds, opts).ok()?;
     let finite = |name: &str| out.floats.get(name).is_none_or(|a| a.iter().all(|v| v.is_finite()));
     for n in &nodes {
         if matches!(n.op_type.as_str(), "Constant" | "ConstantOfShape") {

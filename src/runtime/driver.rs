@@ -3,6 +3,7 @@
 //! child process (or in-process when asked); never prints.
 
 use super::checks::{self, Expect};
+use super::context::{open, Ctx, Side};
 use super::diagnose::{
     diagnose, failure_cause, first_line, load_error_cause, load_failure_node, runtime_version, session_cause,
 };
@@ -10,10 +11,9 @@ use super::events::{Event, Stage};
 use super::feeds::{self, Cache, Feed, Rng, StepInput, Uncached};
 use super::options::{Job, Options};
 use super::plan::Plan;
-use super::session::{declared_inputs, run, with_threads};
+use super::session::{declared_inputs, run};
 use crate::signature::ElemType;
 use ndarray::{ArrayD, IxDyn};
-use ort::session::Session;
 use std::path::Path;
 use std::time::Instant;
 
@@ -24,43 +24,6 @@ fn fatal(stage: Stage, message: String, cause: Option<String>) -> Event {
 /// A fatal event as the error of [`prepare`] (boxed: events are large).
 fn stop(stage: Stage, message: String, cause: Option<String>) -> Box<Event> {
     Box::new(fatal(stage, message, cause))
-}
-
-/// A second model and the inputs it declares (feeds are filtered to them).
-struct Side {
-    session: Session,
-    inputs: Vec<String>,
-    path: std::path::PathBuf,
-}
-
-impl Side {
-    fn open(env: &ort::environment::Environment, path: &Path, opts: &Options) -> Result<Side, String> {
-        let session = open(env, path, opts).map_err(|e| format!("{}: {e}", path.display()))?;
-        let inputs = declared_inputs(&session).into_iter().map(|(n, _, _)| n).collect();
-        Ok(Side { session, inputs, path: path.to_path_buf() })
-    }
-
-    fn keep(&self, feeds: Vec<Feed>) -> Vec<Feed> {
-        feeds.into_iter().filter(|f| self.inputs.contains(&f.name)).collect()
-    }
-}
-
-/// What every run of one job shares: the sessions and the encoder states.
-struct Ctx<'a> {
-    env: &'a ort::environment::Environment,
-    job: &'a Job,
-    session: Session,
-    /// The no-past decoder recomputing uncached logits, if separate.
-    no_cache: Option<Side>,
-    /// The no-past decoder run at step 0 of a split pair, when it is not
-    /// the `no_cache` one (usually it is, and one session serves both).
-    step0: Option<Side>,
-    /// Step 0 of the split pair runs on the `no_cache` session.
-    step0_is_no_cache: bool,
-    encoder_states: Option<ArrayD<f32>>,
-    enc_len: usize,
-    prompt: Vec<Vec<i64>>,
-    rng: Rng,
 }
 
 /// Runs the whole check, reporting through `emit`. Errors that stop
@@ -104,10 +67,10 @@ pub fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         run_steps(&mut ctx, dummy, emit);
     }
     if let Some((reference, ref_plan)) = job.options.compare_to.clone() {
-        compare_variant(&mut ctx, &reference, &ref_plan, emit);
+        super::variant::compare(&mut ctx, &reference, &ref_plan, emit);
     }
     if job.options.batch_check && job.plan.family == super::plan::Family::DecoderOnly {
-        batch_check(&mut ctx, emit);
+        super::batch::check(&mut ctx, emit);
     }
     if let Some(w) = job.options.window.clone().filter(|w| w.size <= super::window::MAX_PROBED) {
         if job.plan.family == super::plan::Family::DecoderOnly {
@@ -118,12 +81,6 @@ pub fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         }
     }
     emit(Event::Done);
-}
-
-fn open(env: &ort::environment::Environment, path: &Path, opts: &Options) -> Result<Session, String> {
-    with_threads(Session::builder(env), opts.threads)
-        .and_then(|mut b| b.commit_from_file(path))
-        .map_err(|e| e.to_string())
 }
 
 /// Sessions, encoder states and the prompt, or the event that stops the job.
@@ -325,176 +282,6 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
         new_tokens = next.iter().map(|t| vec![*t]).collect();
         cache.advance(plan, &out, step, present_len);
     }
-}
-
-/// The bound a variant's departure from fp32 must stay within, by its form:
-/// float16/bfloat16 0.1 relative (5× the 0.019 measured on tjs-variants' fp16),
-/// quantized 0.5 (3.4× the good q4's 0.149, 6× q8's 0.087; the broken q4 is at 1.89).
-fn variant_bound(form: &super::numeric::NumericForm) -> (f64, &'static str) {
-    match form {
-        super::numeric::NumericForm::Quantized { .. } => (0.5, "quantized"),
-        super::numeric::NumericForm::Float32 => (1e-3, "float32"),
-        _ => (0.1, "half precision"),
-    }
-}
-
-/// A numeric variant and the folder's fp32 model on the same tokens, without
-/// a cache: the prompt plus 7 seeded tokens, compared at every generated position.
-fn compare_variant(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit: &mut dyn FnMut(Event)) {
-    let plan = &ctx.job.plan;
-    let extra: Vec<i64> = (0..7).map(|_| ctx.rng.below(plan.vocab)).collect();
-    let mut tokens = ctx.prompt.clone();
-    tokens[0].extend(&extra);
-    tokens.truncate(1);
-    let start = ctx.prompt[0].len().saturating_sub(1);
-    let states =
-        ctx.encoder_states.as_ref().map(|s| s.index_axis(ndarray::Axis(0), 0).insert_axis(ndarray::Axis(0)).to_owned());
-    let empty = Cache::empty(plan, 0);
-    let ours = feeds::uncached(plan, &tokens, states.as_ref(), ctx.enc_len, Uncached::SameModel { dummy: 0 }, &empty);
-    let ref_empty = Cache::empty(ref_plan, 0);
-    let theirs =
-        feeds::uncached(ref_plan, &tokens, states.as_ref(), ctx.enc_len, Uncached::SameModel { dummy: 0 }, &ref_empty);
-    let result = (|| -> Result<(ArrayD<f32>, ArrayD<f32>), String> {
-        let a = run(&mut ctx.session, &ours)?.floats.get(&plan.logits).cloned().ok_or("no logits")?;
-        let mut s = open(ctx.env, reference, &ctx.job.options)?;
-        let b = run(&mut s, &theirs)?.floats.get(&ref_plan.logits).cloned().ok_or("no logits from the fp32 model")?;
-        Ok((a, b))
-    })();
-    let name = reference.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let (a, b) = match result {
-        Ok(x) => x,
-        Err(e) => {
-            let issue = super::events::StepIssue::error(
-                crate::finding::Code::VariantDivergence,
-                format!("could not compare with {name}: {}", first_line(&e)),
-                None,
-            );
-            return emit(Event::Variant { reference: name, positions: Vec::new(), issues: vec![issue] });
-        }
-    };
-    let (bound, what) = variant_bound(&plan.tolerance.form);
-    let mut positions = Vec::new();
-    let n = a.shape().get(1).copied().unwrap_or(0).min(b.shape().get(1).copied().unwrap_or(0));
-    for pos in start..n {
-        let at = |x: &ArrayD<f32>| x.slice(ndarray::s![0..1, pos..pos + 1, ..]).to_owned().into_dyn();
-        let g = checks::gap(&at(&a), &at(&b));
-        positions.push((pos - start, g.abs, g.rel, g.greedy_agrees));
-    }
-    let worst = positions.iter().cloned().fold(None, |w: Option<(usize, f64, f64, bool)>, p| match w {
-        Some(w) if w.2 >= p.2 || p.2.is_nan() && w.2.is_nan() => Some(w),
-        _ => Some(p),
-    });
-    let mut issues = Vec::new();
-    if let Some((pos, abs, rel, _)) = worst.filter(|w| w.2.is_nan() || w.2 > bound) {
-        let agree = positions.iter().filter(|p| p.3).count();
-        let first = positions.iter().find(|p| p.2.is_nan() || p.2 > bound).map_or(pos, |p| p.0);
-        let mut i = super::events::StepIssue::error(
-            crate::finding::Code::VariantDivergence,
-            format!(
-                "departs from {name} (fp32) by relative {rel:.2} (max |Δ| {abs:.3e}) at generated position {pos}, first beyond {bound} at position {first}; top-1 agrees at {agree} of {} positions",
-                positions.len()
-            ),
-            Some(&plan.logits),
-        );
-        i.cause = Some(format!(
-            "a {what} variant is expected within {bound} relative of fp32; far beyond it the conversion itself is wrong (a bad quantization recipe or scale layout), even though the variant agrees with itself (cached = uncached)"
-        ));
-        issues.push(i);
-    }
-    emit(Event::Variant { reference: name, positions, issues });
-}
-
-/// Two prompts of different lengths in one left-padded batch against each
-/// row run alone, teacher-forced on the same tokens for 3 cached steps.
-fn batch_check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
-    use super::batch::{padded_step, Padded};
-    let plan = &ctx.job.plan;
-    let long: Vec<i64> = (0..4).map(|_| ctx.rng.below(plan.vocab)).collect();
-    let short: Vec<i64> = (0..2).map(|_| ctx.rng.below(plan.vocab)).collect();
-    let forced: Vec<i64> = (0..3).map(|_| ctx.rng.below(plan.vocab)).collect();
-    // Last-position logits per step, for a batch of `prompts`.
-    let mut run_batch = |prompts: Vec<Vec<i64>>| -> Result<Vec<ArrayD<f32>>, String> {
-        let batch = Padded::new(prompts);
-        let b = batch.rows.len();
-        let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
-            .self_past
-            .iter()
-            .map(|c| (c.past.clone(), c.dtype, super::feeds::past_zeros(&c.shape, plan.seq_axis, b, 0)))
-            .collect();
-        let mut past_len = 0usize;
-        let mut out = Vec::new();
-        let mut new = batch.rows.clone();
-        for step in 0..=forced.len() {
-            let feeds = padded_step(plan, &batch, &new, past_len, &pasts, 0);
-            let o = run(&mut ctx.session, &feeds)?;
-            out.push(o.floats.get(&plan.logits).cloned().ok_or("no logits")?);
-            for (c, slot) in plan.self_past.iter().zip(pasts.iter_mut()) {
-                slot.2 = o.floats.get(&c.present).cloned().ok_or("no present")?;
-            }
-            past_len += new.iter().map(Vec::len).max().unwrap_or(0);
-            if step < forced.len() {
-                new = vec![vec![forced[step]]; b];
-            }
-        }
-        Ok(out)
-    };
-    let (alone0, alone1, both) =
-        match (run_batch(vec![long.clone()]), run_batch(vec![short.clone()]), run_batch(vec![long, short])) {
-            (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-            (a, b, c) => {
-                let e = [a.err(), b.err(), c.err()].into_iter().flatten().next().unwrap_or_default();
-                return emit(Event::Batch {
-                    rows: Vec::new(),
-                    issues: vec![super::events::StepIssue::error(
-                        crate::finding::Code::BatchPadding,
-                        format!("a left-padded batch of 2 could not run: {}", first_line(&e)),
-                        None,
-                    )],
-                });
-            }
-        };
-    // Dynamic quantization measures activation ranges over the whole batch, so a
-    // batch changes a quantized row's rounding (gpt2-int8: 6.7e-2 relative); a
-    // row placed at the wrong positions departs by ~1 (gpt2 without position_ids).
-    let bound = match &plan.tolerance.form {
-        super::numeric::NumericForm::Quantized { .. } => super::numeric::Tolerance {
-            rel: Some(0.5),
-            abs: None,
-            reason: "quantized: activation ranges are measured over the batch".into(),
-            form: plan.tolerance.form.clone(),
-        },
-        _ => plan.tolerance.clone(),
-    };
-    let mut rows = Vec::new();
-    let mut issues = Vec::new();
-    for step in 0..both.len() {
-        for (r, alone) in [(0usize, &alone0), (1, &alone1)] {
-            let row = both[step].index_axis(ndarray::Axis(0), r).insert_axis(ndarray::Axis(0)).to_owned();
-            let g = checks::gap(&row, &alone[step]);
-            rows.push((r, step, g.abs, g.rel, g.greedy_agrees));
-            if r == 1
-                && bound.exceeded(g.abs, g.rel)
-                && !issues.iter().any(|i: &super::events::StepIssue| i.code == crate::finding::Code::BatchPadding)
-            {
-                let mut i = super::events::StepIssue::error(
-                    crate::finding::Code::BatchPadding,
-                    format!("row 1 of a batch of 2 (left-padded by 2) departs from the same prompt run alone at step {step}: max |Δ| {:.3e} (relative {:.2e}) > tolerance {}", g.abs, g.rel, bound.describe()),
-                    Some(&plan.logits),
-                );
-                if ctx.job.options.gqa {
-                    // Measured, not failed: onnxruntime-genai schedules its own batches.
-                    i.severity = crate::finding::Severity::Warning;
-                }
-                i.cause = Some(match &plan.position_ids {
-                    None if ctx.job.options.gqa => "GroupQueryAttention derives positions and lengths from the attention mask (seqlens_k); left-padded rows fed the Hugging Face way are not what it expects: batch through onnxruntime-genai's own scheduler".into(),
-                    None => "the model takes no position_ids: it derives positions from the past length, so every left-padded row is shifted by its padding".into(),
-                    Some(p) => format!("`{p}` = cumsum(mask) - 1 was fed, yet the padded row differs: the mask or the positions are not honoured inside the graph"),
-                });
-                issues.push(i);
-            }
-        }
-    }
-    emit(Event::Batch { rows, issues });
 }
 
 /// A recorded call's feeds: its dtypes, shapes and small values (flags, ids),

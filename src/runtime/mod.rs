@@ -20,7 +20,11 @@ mod checks;
 #[cfg(feature = "runtime")]
 pub(crate) mod child;
 #[cfg(feature = "runtime")]
+mod context;
+#[cfg(feature = "runtime")]
 mod diagnose;
+#[cfg(feature = "runtime")]
+mod diverge;
 #[cfg(feature = "runtime")]
 mod driver;
 #[cfg(feature = "runtime")]
@@ -31,6 +35,8 @@ mod npy;
 pub(crate) mod options;
 #[cfg(feature = "runtime")]
 mod session;
+#[cfg(feature = "runtime")]
+mod variant;
 #[cfg(feature = "runtime")]
 mod window;
 

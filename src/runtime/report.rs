@@ -242,6 +242,7 @@ impl RuntimeReport {
         for i in issues {
             let mut f = Finding::new(i.code, i.severity, i.message).cause(i.cause);
             f.tensor = i.tensor;
+            f.node = i.node;
             let f = self.finding(f);
             self.findings.push(f);
         }

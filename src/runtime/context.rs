@@ -1,0 +1,55 @@
+//! What every part of one runtime job shares: the sessions, the encoder
+//! states, the prompt and the seeded generator. Its own module so that the
+//! driver and the checks it runs after the cache steps (variants, batches,
+//! deep runs) all read it without importing each other.
+
+use super::feeds::{Feed, Rng};
+use super::options::{Job, Options};
+use super::session::{declared_inputs, with_threads};
+use ndarray::ArrayD;
+use ort::session::Session;
+use std::path::Path;
+
+/// A second model and the inputs it declares (feeds are filtered to them).
+pub(crate) struct Side {
+    pub(crate) session: Session,
+    inputs: Vec<String>,
+    pub(crate) path: std::path::PathBuf,
+}
+
+impl Side {
+    pub(crate) fn open(env: &ort::environment::Environment, path: &Path, opts: &Options) -> Result<Side, String> {
+        let session = open(env, path, opts).map_err(|e| format!("{}: {e}", path.display()))?;
+        let inputs = declared_inputs(&session).into_iter().map(|(n, _, _)| n).collect();
+        Ok(Side { session, inputs, path: path.to_path_buf() })
+    }
+
+    pub(crate) fn keep(&self, feeds: Vec<Feed>) -> Vec<Feed> {
+        feeds.into_iter().filter(|f| self.inputs.contains(&f.name)).collect()
+    }
+}
+
+/// What every run of one job shares: the sessions and the encoder states.
+pub(crate) struct Ctx<'a> {
+    pub(crate) env: &'a ort::environment::Environment,
+    pub(crate) job: &'a Job,
+    pub(crate) session: Session,
+    /// The no-past decoder recomputing uncached logits, if separate.
+    pub(crate) no_cache: Option<Side>,
+    /// The no-past decoder run at step 0 of a split pair, when it is not
+    /// the `no_cache` one (usually it is, and one session serves both).
+    pub(crate) step0: Option<Side>,
+    /// Step 0 of the split pair runs on the `no_cache` session.
+    pub(crate) step0_is_no_cache: bool,
+    pub(crate) encoder_states: Option<ArrayD<f32>>,
+    pub(crate) enc_len: usize,
+    pub(crate) prompt: Vec<Vec<i64>>,
+    pub(crate) rng: Rng,
+}
+
+/// A session on `path` with the job's thread count, at ONNX Runtime's default optimization level.
+pub(crate) fn open(env: &ort::environment::Environment, path: &Path, opts: &Options) -> Result<Session, String> {
+    with_threads(Session::builder(env), opts.threads)
+        .and_then(|mut b| b.commit_from_file(path))
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,109 @@
+//! A numeric variant (`_fp16`, `_q4`, `_quantized`, …) against the folder's
+//! fp32 model on the same tokens, and, when it departs beyond what its form
+//! explains, the first node where it does. A variant can agree with itself
+//! (cached = uncached) and still be wrong: only fp32 shows it.
+
+use super::checks;
+use super::context::{open, Ctx};
+use super::diagnose::first_line;
+use super::diverge::first_divergent;
+use super::events::{Event, StepIssue};
+use super::feeds::{self, Cache, Uncached};
+use super::plan::Plan;
+use super::session::run;
+use ndarray::ArrayD;
+use std::path::Path;
+
+/// The bound a variant's departure from fp32 must stay within, by its form:
+/// float16/bfloat16 0.1 relative (5× the 0.019 measured on tjs-variants' fp16),
+/// quantized 0.5 (3.4× the good q4's 0.149, 6× q8's 0.087; the broken q4 is at 1.89).
+fn variant_bound(form: &super::numeric::NumericForm) -> (f64, &'static str) {
+    match form {
+        super::numeric::NumericForm::Quantized { .. } => (0.5, "quantized"),
+        super::numeric::NumericForm::Float32 => (1e-3, "float32"),
+        _ => (0.1, "half precision"),
+    }
+}
+
+/// A numeric variant and the folder's fp32 model on the same tokens, without
+/// a cache: the prompt plus 7 seeded tokens, compared at every generated position.
+pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit: &mut dyn FnMut(Event)) {
+    let plan = &ctx.job.plan;
+    let extra: Vec<i64> = (0..7).map(|_| ctx.rng.below(plan.vocab)).collect();
+    let mut tokens = ctx.prompt.clone();
+    tokens[0].extend(&extra);
+    tokens.truncate(1);
+    let start = ctx.prompt[0].len().saturating_sub(1);
+    let states =
+        ctx.encoder_states.as_ref().map(|s| s.index_axis(ndarray::Axis(0), 0).insert_axis(ndarray::Axis(0)).to_owned());
+    let empty = Cache::empty(plan, 0);
+    let ours = feeds::uncached(plan, &tokens, states.as_ref(), ctx.enc_len, Uncached::SameModel { dummy: 0 }, &empty);
+    let ref_empty = Cache::empty(ref_plan, 0);
+    let theirs =
+        feeds::uncached(ref_plan, &tokens, states.as_ref(), ctx.enc_len, Uncached::SameModel { dummy: 0 }, &ref_empty);
+    let result = (|| -> Result<(ArrayD<f32>, ArrayD<f32>), String> {
+        let a = run(&mut ctx.session, &ours)?.floats.get(&plan.logits).cloned().ok_or("no logits")?;
+        let mut s = open(ctx.env, reference, &ctx.job.options)?;
+        let b = run(&mut s, &theirs)?.floats.get(&ref_plan.logits).cloned().ok_or("no logits from the fp32 model")?;
+        Ok((a, b))
+    })();
+    let name = reference.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let (a, b) = match result {
+        Ok(x) => x,
+        Err(e) => {
+            let issue = StepIssue::error(
+                crate::finding::Code::VariantDivergence,
+                format!("could not compare with {name}: {}", first_line(&e)),
+                None,
+            );
+            return emit(Event::Variant { reference: name, positions: Vec::new(), issues: vec![issue] });
+        }
+    };
+    let (bound, what) = variant_bound(&plan.tolerance.form);
+    let mut positions = Vec::new();
+    let n = a.shape().get(1).copied().unwrap_or(0).min(b.shape().get(1).copied().unwrap_or(0));
+    for pos in start..n {
+        let at = |x: &ArrayD<f32>| x.slice(ndarray::s![0..1, pos..pos + 1, ..]).to_owned().into_dyn();
+        let g = checks::gap(&at(&a), &at(&b));
+        positions.push((pos - start, g.abs, g.rel, g.greedy_agrees));
+    }
+    let worst = positions.iter().cloned().fold(None, |w: Option<(usize, f64, f64, bool)>, p| match w {
+        Some(w) if w.2 >= p.2 || p.2.is_nan() && w.2.is_nan() => Some(w),
+        _ => Some(p),
+    });
+    let mut issues = Vec::new();
+    if let Some((pos, abs, rel, _)) = worst.filter(|w| w.2.is_nan() || w.2 > bound) {
+        let agree = positions.iter().filter(|p| p.3).count();
+        let first = positions.iter().find(|p| p.2.is_nan() || p.2 > bound).map_or(pos, |p| p.0);
+        let mut i = StepIssue::error(
+            crate::finding::Code::VariantDivergence,
+            format!(
+                "departs from {name} (fp32) by relative {rel:.2} (max |Δ| {abs:.3e}) at generated position {pos}, first beyond {bound} at position {first}; top-1 agrees at {agree} of {} positions",
+                positions.len()
+            ),
+            Some(&plan.logits),
+        );
+        let mut cause = format!(
+            "a {what} variant is expected within {bound} relative of fp32; far beyond it the conversion itself is wrong (a bad quantization recipe or scale layout), even though the variant agrees with itself (cached = uncached)"
+        );
+        // Where: the same tokens through both graphs, every tensor exposed.
+        let found = first_divergent(ctx.env, (&ctx.job.model, &ours), (reference, &theirs), &ctx.job.options, bound);
+        match found {
+            Ok(Some(d)) => {
+                let by = d.replaced_by.as_ref().map(|r| format!(", written in the variant by {r}")).unwrap_or_default();
+                cause.push_str(&format!(
+                    "; first node departing from {name} by more than {bound}: {}{by}, `{}` relative {:.2} (max |Δ| {:.3e}), after {} matched tensors within it",
+                    d.node, d.tensor, d.rel, d.abs, d.compared
+                ));
+                i.node = Some(d.replaced_by.unwrap_or(d.node));
+            }
+            Ok(None) => cause.push_str(&format!(
+                "; no single tensor departs from {name} by more than {bound}: the error accumulates across nodes"
+            )),
+            Err(e) => cause.push_str(&format!("; the diverging node could not be located: {}", first_line(&e))),
+        }
+        i.cause = Some(cause);
+        issues.push(i);
+    }
+    emit(Event::Variant { reference: name, positions, issues });
+}
