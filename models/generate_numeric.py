@@ -50,6 +50,16 @@ touched. Generating ends with the measurements (see NUMERIC-NOTES.md).
                         65504 for every token at every position, so present.0.*
                         hold +-Inf and logits and present.1.* are NaN under a
                         default ORT session (and with optimizations off).
+  mistral-genai/        the same builder export (plus --extra_options
+                        windowed_kv_cache=false) of a tiny random Mistral with
+                        sliding_window 8 and layer_types marking both layers
+                        sliding (without layer_types the builder writes no
+                        window): GroupQueryAttention local_window_size 8,
+                        full-length past, llama-genai's signature.
+  mistral-genai-no-window/  the same files with every GroupQueryAttention's
+                        local_window_size set to -1 (onnx package; model.onnx.data
+                        copied as-is): the graph attends to everything while
+                        config.json states window 8.
 """
 import json
 import os

@@ -99,6 +99,7 @@ codes! {
     VariantDivergence = "variant-divergence": "A numeric variant (fp16, q4, quantized, …) departs from the folder's fp32 model by more than its numeric form explains.",
     BatchPadding = "batch-padding": "A row of a left-padded batch departs from the same prompt run alone (or the model cannot place padded rows: no position_ids).",
     SlidingWindow = "sliding-window": "config.json asks for a sliding attention window the graph does not implement: a cached token outside the window still moves the logits.",
+    OptimizationLevels = "optimization-levels": "`--deep`: the same steps with ONNX Runtime's graph optimizations disabled and at its default level give logits further apart than the model's numeric form explains (a fusion changes what the model computes).",
 }
 
 impl Serialize for Code {

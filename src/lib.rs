@@ -43,7 +43,7 @@ pub mod schema;
 pub mod signature;
 mod summary;
 
-pub use checker::{Checker, Isolation};
+pub use checker::{Checker, Isolation, DEEP_MAX_STEPS, DEEP_STEPS};
 pub use contract::{Contract, ContractError};
 pub use finding::{Code, Finding, Severity};
 pub use report::{ContractInfo, FileReport, FolderReport, Params, Report, Verdict, SCHEMA_VERSION};

@@ -163,6 +163,11 @@ struct CheckArgs {
     /// Decoding steps per run (bugs of a length baked in at export show at step 2, so at least 3).
     #[arg(long, default_value_t = 4)]
     steps: usize,
+    /// Longer and slower: at least 32 steps (and past config.json's
+    /// sliding_window + 2), every step also re-run with ONNX Runtime's
+    /// graph optimizations disabled and compared with the default level.
+    #[arg(long)]
+    deep: bool,
     /// Batch size of the feeds.
     #[arg(long, default_value_t = 1)]
     batch: i64,
@@ -519,6 +524,7 @@ fn check(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         .static_only(args.static_only)
         .force_run(args.force_run)
         .steps(args.steps)
+        .deep(args.deep)
         .batch(args.batch)
         .seed(args.seed)
         .runtimes(args.ort_libs)

@@ -60,12 +60,15 @@ pub struct NodeProto {
     pub attribute: Vec<AttributeProto>,
 }
 
-/// Only the graph-valued parts: subgraphs are where `If` branches live.
-/// Tensor-valued attributes (`t`, `tensors`) are skipped like initializers.
+/// Only the graph-valued parts (subgraphs are where `If` branches live) and
+/// the integer (GroupQueryAttention's `local_window_size`). Tensor-valued
+/// attributes (`t`, `tensors`) are skipped like initializers.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct AttributeProto {
     #[prost(string, optional, tag = "1")]
     pub name: Option<String>,
+    #[prost(int64, optional, tag = "3")]
+    pub i: Option<i64>,
     #[prost(message, optional, tag = "6")]
     pub g: Option<GraphProto>,
     #[prost(message, repeated, tag = "11")]

@@ -152,6 +152,7 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
         subgraph_node_count: counts.subgraph_nodes,
         if_node_count: counts.if_nodes,
         op_types: counts.op_types,
+        attention_windows: counts.attention_windows,
         weight_elements,
         initializer_count: graph.initializer.len() + graph.sparse_initializer.len(),
         external_data,
@@ -233,12 +234,17 @@ struct SubgraphCounts {
     subgraph_nodes: usize,
     if_nodes: usize,
     op_types: std::collections::BTreeSet<String>,
+    attention_windows: Vec<i64>,
 }
 
 impl SubgraphCounts {
     fn visit_node(&mut self, node: &pb::NodeProto) {
         if node.op_type.as_deref() == Some("If") {
             self.if_nodes += 1;
+        }
+        if node.op_type.as_deref() == Some("GroupQueryAttention") {
+            let window = node.attribute.iter().find(|a| a.name.as_deref() == Some("local_window_size"));
+            self.attention_windows.push(window.and_then(|a| a.i).unwrap_or(-1));
         }
         if let Some(op) = &node.op_type {
             if !self.op_types.contains(op) {

@@ -330,6 +330,9 @@ pub struct Signature {
     pub if_node_count: usize,
     /// Every operator used, in the main graph and in subgraphs.
     pub op_types: std::collections::BTreeSet<String>,
+    /// `local_window_size` of every GroupQueryAttention node, in graph order
+    /// (-1, its default, when absent: the whole past is attended).
+    pub attention_windows: Vec<i64>,
     /// Elements of the main graph's initializers per element type
     /// (`float16` → 1.2e6): what precision the weights are stored in.
     pub weight_elements: std::collections::BTreeMap<String, u64>,

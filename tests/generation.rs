@@ -1,5 +1,6 @@
 //! Generation the way applications run it: a left-padded batch of two
-//! prompts against each row run alone; the first non-finite node lives in
+//! prompts against each row run alone, variants against fp32, sliding
+//! windows, `--deep` long runs and optimizer levels; the first non-finite node lives in
 //! tests/numeric.rs, cache names beyond optimum in tests/folders.rs.
 
 mod common;
@@ -121,4 +122,58 @@ fn a_sliding_window_the_graph_ignores_fails_and_one_it_keeps_passes() {
         let (_, r) = check_dir(dir);
         assert!(r["files"][0]["runtime"]["window"].is_null(), "{dir}");
     }
+}
+
+#[test]
+fn a_group_query_attention_window_the_graph_drops_fails_statically_and_one_it_keeps_passes() {
+    // onnxruntime-genai builder exports of the same tiny Mistral (window 8 in
+    // config.json): GroupQueryAttention local_window_size 8, and the same
+    // graph edited to -1 (the whole past attended).
+    let (code, r) = check_dir("mistral-genai");
+    assert_eq!(code, 0, "{r:#}");
+    let w = &r["files"][0]["runtime"]["window"];
+    assert_eq!(w["size"].as_u64(), Some(8), "{w:#}");
+    assert_eq!(w["outside"].as_f64(), Some(0.0), "outside the window nothing moves: {w:#}");
+    assert!(w["inside"].as_f64().unwrap() > 1e-2, "{w:#}");
+
+    let (code, r) = check_dir("mistral-genai-no-window");
+    assert_eq!(code, 2, "{r:#}");
+    let f = r["files"][0]["findings"].as_array().unwrap();
+    let err = f.iter().find(|x| x["code"] == "sliding-window").expect("sliding-window finding");
+    let msg = err["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(
+            "config.json: sliding_window = 8, but model.onnx has GroupQueryAttention local_window_size = -1"
+        ),
+        "{msg}"
+    );
+    // The runtime probe agrees when forced past the static failure.
+    let (_, r) = json(&["check", "--format", "json", "--force-run", "models/mistral-genai-no-window", "--no-fetch"]);
+    let w = &r["files"][0]["runtime"]["window"];
+    assert!(w["outside"].as_f64().unwrap() > 1e-2, "the dropped window shows at run time too: {w:#}");
+}
+
+#[test]
+fn deep_runs_32_steps_and_reruns_them_without_graph_optimizations() {
+    let (code, r) = json(&["check", "--format", "json", "--deep", "models/mistral-tiny", "--no-fetch"]);
+    assert_eq!(code, 0, "{r:#}");
+    let rt = &r["files"][0]["runtime"];
+    let steps = rt["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 32, "a long run");
+    // Cached against uncached at every step after the first.
+    assert!(steps.iter().skip(1).all(|s| s["parity_max_abs_diff"].as_f64().is_some_and(|p| p < 1e-4)), "{rt:#}");
+    let levels = &rt["levels"];
+    assert_eq!(levels["rerun_at"], "disabled");
+    assert_eq!(levels["steps"].as_array().unwrap().len(), 32, "{levels:#}");
+    let worst = levels["steps"].as_array().unwrap().iter().map(|s| s[2].as_f64().unwrap()).fold(0.0, f64::max);
+    assert!(worst < 1e-4, "fp32 fusions stay within float rounding: {worst}");
+    // Long runs on every numeric form: no false alarm on a correct variant
+    // (dynamic int8 drifts to 0.11 relative over 32 steps), a cache bug still fails.
+    let (code, r) = json(&["check", "--format", "json", "--deep", "models/tjs-variants", "--no-fetch"]);
+    assert_eq!(code, 0, "{r:#}");
+    assert!(r["files"].as_array().unwrap().iter().all(|f| f["runtime"]["steps"].as_array().unwrap().len() == 32));
+    let (code, r) = json(&["check", "--format", "json", "--deep", "models/gpt2-int8-cache-bug", "--no-fetch"]);
+    assert_eq!(code, 2, "{r:#}");
+    let q = r["files"].as_array().unwrap().iter().find(|f| f["path"] == "onnx/model_quantized.onnx").unwrap();
+    assert!(q["findings"].as_array().unwrap().iter().any(|x| x["code"] == "parity"), "{q:#}");
 }

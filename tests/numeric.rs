@@ -52,7 +52,7 @@ fn int8_quantized_variant_passes_within_its_noise_and_says_why() {
     assert_eq!(q["variant"], "quantized");
     let rule = &q["runtime"]["parity_rule"];
     assert!(rule["form"]["quantized"]["ops"].as_array().unwrap().iter().any(|o| o == "MatMulInteger"), "{rule:#}");
-    assert!(rule["reason"].as_str().unwrap().contains("activations are quantized per call"));
+    assert!(rule["reason"].as_str().unwrap().contains("activation ranges are measured per call"));
     let steps = cached_steps(q);
     // Quantization noise is far above float32's 1e-4 and far below a cache bug.
     assert!(steps.iter().any(|s| s["parity_max_abs_diff"].as_f64().unwrap() > 1e-4), "{steps:#?}");
@@ -66,7 +66,7 @@ fn a_real_cache_bug_in_a_quantized_model_still_fails() {
     assert_eq!(code, 2);
     let q = file(&r, "onnx/model_quantized.onnx");
     let p = finding(q, "parity");
-    assert!(p["message"].as_str().unwrap().contains("> tolerance 5e-2 relative"), "{p:#}");
+    assert!(p["message"].as_str().unwrap().contains("> tolerance 2.5e-1 relative"), "{p:#}");
 }
 
 #[test]

@@ -70,6 +70,29 @@ pub struct Checker {
     notice: Option<Notice>,
     progress: Option<Notice>,
     family: Option<String>,
+    deep: bool,
+}
+
+/// Steps per run under [`Checker::deep`].
+pub const DEEP_STEPS: usize = 32;
+/// The most steps [`Checker::deep`] runs to get past a sliding window.
+pub const DEEP_MAX_STEPS: usize = 512;
+
+/// Steps per run: `--deep` runs at least [`DEEP_STEPS`], and past a sliding
+/// window + 2 (from the prompt's 4 tokens) when that takes at most
+/// [`DEEP_MAX_STEPS`]; otherwise the note saying why it stopped short.
+#[cfg(feature = "runtime")]
+fn run_length(steps: usize, deep: bool, window: Option<i64>) -> (usize, Option<String>) {
+    if !deep {
+        return (steps, None);
+    }
+    let past_window = window.map_or(0, |w| w.max(0) as usize + 3);
+    if past_window > DEEP_MAX_STEPS {
+        let ran = steps.max(DEEP_STEPS);
+        let note = format!("--deep: running past the sliding window takes {past_window} steps, more than {DEEP_MAX_STEPS}: ran {ran} (the window probe and the graph's attention windows still cover it)");
+        return (ran, Some(note));
+    }
+    (steps.max(DEEP_STEPS).max(past_window), None)
 }
 
 /// Where one-line notices go (the library itself never prints).
@@ -94,6 +117,7 @@ impl Default for Checker {
             notice: None,
             progress: None,
             family: None,
+            deep: false,
         }
     }
 }
@@ -133,6 +157,13 @@ impl Checker {
     /// Decoding steps per run.
     pub fn steps(mut self, n: usize) -> Self {
         self.steps = n;
+        self
+    }
+    /// Longer and slower runs: at least [`DEEP_STEPS`] steps (and past a
+    /// config's sliding window + 2, up to [`DEEP_MAX_STEPS`]), and the first
+    /// run's steps re-run with graph optimizations disabled.
+    pub fn deep(mut self, yes: bool) -> Self {
+        self.deep = yes;
         self
     }
     /// Rows fed at once.
@@ -336,8 +367,11 @@ impl Checker {
             ),
             Isolation::InProcess => None,
         };
+        let (steps, short) = run_length(self.steps, self.deep, setup.window.as_ref().map(|w| w.size));
+        findings.extend(short.map(|text| Finding::new(Code::RuntimeSkipped, Severity::Info, text)));
         let options = options::Options {
-            steps: self.steps,
+            steps,
+            deep: self.deep,
             batch: self.batch,
             seed: self.seed,
             encoder: setup.encoder.clone(),
@@ -412,5 +446,22 @@ impl Checker {
                     .map_err(|e| format!("{not_found}\n  fetching failed: {e}"))
             }
         }
+    }
+}
+
+#[cfg(all(test, feature = "runtime"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_runs_are_long_and_go_past_a_reachable_window() {
+        assert_eq!(run_length(4, false, Some(100)), (4, None));
+        assert_eq!(run_length(4, true, None), (DEEP_STEPS, None));
+        assert_eq!(run_length(40, true, Some(8)), (40, None));
+        // A window of 100 on a prompt of 4: 103 steps end 105 tokens in, window + 5.
+        assert_eq!(run_length(4, true, Some(100)), (103, None));
+        let (ran, note) = run_length(4, true, Some(4096));
+        assert_eq!(ran, DEEP_STEPS);
+        assert!(note.unwrap().contains("takes 4099 steps, more than 512"));
     }
 }

@@ -153,6 +153,10 @@ impl Layout {
         if let Some(g) = self.genai_for(e) {
             out.extend(sizes::mismatches(&g.config, &e.file.rel, &e.sig));
         }
+        let window = self.config.as_ref().and_then(|c| c.sliding_window.as_ref());
+        if let Some(w) = window.filter(|_| matches!(e.role, Role::DecoderOnly | Role::DecoderOnlyNoCache)) {
+            out.extend(super::window::check(w, &e.file.rel, &e.sig));
+        }
         out
     }
 }

@@ -13,6 +13,7 @@ pub mod layout;
 pub mod roles;
 pub mod sizes;
 pub mod summary;
+pub mod window;
 
 pub use config::{ModelConfig, Size};
 pub use discover::{discover, FolderError, FoundFile};

@@ -375,6 +375,18 @@ pub fn runtime_section(r: &RuntimeReport) -> String {
             w.size, w.source, w.past_len, w.outside, w.inside
         );
     }
+    if let Some(l) = &r.levels {
+        let worst = l.steps.iter().fold((0.0, 0.0), |w: (f64, f64), s| (w.0.max(s.1), w.1.max(s.2)));
+        let _ = writeln!(
+            out,
+            "graph optimizations {} vs {}, {} steps: logits max |Δ| {:.2e} (relative {:.2e})",
+            l.rerun_at,
+            l.ran_at,
+            l.steps.len(),
+            worst.0,
+            worst.1
+        );
+    }
     if r.steps.is_empty() {
         return out;
     }

@@ -45,6 +45,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) enc_len: usize,
     pub(crate) prompt: Vec<Vec<i64>>,
     pub(crate) rng: Rng,
+    /// `--deep`: the first run's steps on the main session (step, feeds, logits), to re-run at another level.
+    pub(crate) recorded: Vec<(usize, Vec<Feed>, ArrayD<f32>)>,
 }
 
 /// A session on `path` with the job's thread count, at ONNX Runtime's default optimization level.

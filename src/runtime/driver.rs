@@ -66,6 +66,9 @@ pub fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
     for &dummy in &job.plan.step0_past_lengths {
         run_steps(&mut ctx, dummy, emit);
     }
+    if job.options.deep {
+        super::levels::compare(&mut ctx, emit);
+    }
     if let Some((reference, ref_plan)) = job.options.compare_to.clone() {
         super::variant::compare(&mut ctx, &reference, &ref_plan, emit);
     }
@@ -147,7 +150,19 @@ fn prepare<'a>(
     if let (Some(r), super::plan::Family::DecoderOnly) = (&opts.reference, plan.family) {
         prompt = vec![r.ids.clone(); b];
     }
-    Ok(Ctx { env, job, session, no_cache, step0, step0_is_no_cache, encoder_states, enc_len, prompt, rng })
+    Ok(Ctx {
+        env,
+        job,
+        session,
+        no_cache,
+        step0,
+        step0_is_no_cache,
+        encoder_states,
+        enc_len,
+        prompt,
+        rng,
+        recorded: Vec::new(),
+    })
 }
 
 /// One run of `steps` steps from a step-0 past of length `dummy`.
@@ -272,6 +287,9 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
             issues,
         });
         let Some(logits) = out.floats.get(&plan.logits).filter(|_| !failed_hard) else { return };
+        if opts.deep && !pair_step0 && Some(&dummy) == plan.step0_past_lengths.first() {
+            ctx.recorded.push((step, feeds.clone(), logits.clone()));
+        }
 
         // Next step: greedy token, self cache from presents, cross cache kept from step 0.
         let next: Vec<i64> =

@@ -222,6 +222,13 @@ pub enum Event {
         /// A window the graph ignores.
         issues: Vec<StepIssue>,
     },
+    /// `--deep`: the steps of the first run re-run with graph optimizations disabled.
+    Levels {
+        /// What was compared.
+        levels: Levels,
+        /// Optimization changes beyond the tolerance.
+        issues: Vec<StepIssue>,
+    },
     /// A re-run recorded call: ONNX Runtime's error, if it failed.
     Replayed {
         /// The call's index in the trace.
@@ -250,4 +257,16 @@ pub struct WindowProbe {
     pub outside: f64,
     /// max |Δ| when the newest past position (inside the window) changes.
     pub inside: f64,
+}
+
+/// The same feeds at two graph optimization levels: the logits' departure per step.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Levels {
+    /// The level the steps ran at (ONNX Runtime's default: `all`).
+    pub ran_at: String,
+    /// The level they were re-run at (`disabled`).
+    pub rerun_at: String,
+    /// (step, max |Δ|, relative) of the logits for every re-run step.
+    pub steps: Vec<(usize, f64, f64)>,
 }

@@ -30,6 +30,8 @@ mod driver;
 #[cfg(feature = "runtime")]
 mod feeds;
 #[cfg(feature = "runtime")]
+mod levels;
+#[cfg(feature = "runtime")]
 mod npy;
 #[cfg(feature = "runtime")]
 pub(crate) mod options;

@@ -25,6 +25,9 @@ pub const QUANTIZED_OPS: &[&str] = &[
     "QLinearConv",
 ];
 
+/// Operators that quantize activations per call (ranges measured on the call's own values).
+const DYNAMIC_OPS: &[&str] = &["DynamicQuantizeLinear", "DynamicQuantizeMatMul", "DynamicQuantizeLSTM"];
+
 /// What precision a graph computes in.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -104,11 +107,23 @@ pub fn tolerance(form: NumericForm, contract_abs: Option<f64>) -> Tolerance {
             reason: "bfloat16 graph: an 8-bit mantissa (ε 7.8e-3) rounded at every layer".into(),
             form,
         },
+        // Activations quantized per call (ranges measured over the tokens of
+        // that call) differ between a one-token cached step and the whole
+        // prefix recomputed, more so as the prefix grows.
+        NumericForm::Quantized { ops } if ops.iter().any(|o| DYNAMIC_OPS.contains(&o.as_str())) => Tolerance {
+            abs: None,
+            rel: Some(0.25),
+            reason: format!(
+                "dynamically quantized graph ({}): activation ranges are measured per call, so the cached step and the recomputed prefix round differently, more as the prefix grows; measured ≤ 1.2e-2 relative over 32 steps on gpt2-int8 and ≤ 0.11 on tjs-variants' model_quantized (llama), while gpt2-int8-cache-bug departs by 0.40 or more at every step",
+                ops.join(", ")
+            ),
+            form: form.clone(),
+        },
         NumericForm::Quantized { ops } => Tolerance {
             abs: None,
             rel: Some(5e-2),
             reason: format!(
-                "quantized graph ({}): activations are quantized per call with ranges that differ between the cached and uncached paths; measured ≤ 8.4e-3 relative (3.4e-3 absolute) on gpt2-int8, while its position bug departs by 0.6",
+                "weight-quantized graph ({}): the same weights on both paths, only summation order and dequantization differ (≤ 3.5e-7 relative measured on tjs-variants' q4 over 32 steps)",
                 ops.join(", ")
             ),
             form: form.clone(),
@@ -132,8 +147,8 @@ impl Tolerance {
     /// `1e-4` or `2e-2 relative`, for messages.
     pub fn describe(&self) -> String {
         match (self.abs, self.rel) {
-            (Some(a), _) => format!("{a:.0e}"),
-            (None, Some(r)) => format!("{r:.0e} relative"),
+            (Some(a), _) => format!("{a:e}"),
+            (None, Some(r)) => format!("{r:e} relative"),
             (None, None) => "none".into(),
         }
     }
@@ -167,11 +182,16 @@ mod tests {
     fn tolerances_follow_the_form() {
         let t = tolerance(NumericForm::Float32, None);
         assert!(t.exceeded(2e-4, 0.0) && !t.exceeded(5e-5, 1.0));
-        let q = tolerance(NumericForm::Quantized { ops: vec!["MatMulInteger".into()] }, None);
-        // gpt2-int8's measured noise passes; its position bug does not.
-        assert!(!q.exceeded(3.4e-3, 8.4e-3));
-        assert!(q.exceeded(0.34, 0.83));
-        assert_eq!(q.describe(), "5e-2 relative");
+        let q = tolerance(
+            NumericForm::Quantized { ops: vec!["DynamicQuantizeLinear".into(), "MatMulInteger".into()] },
+            None,
+        );
+        // Dynamic quantization's measured noise passes (0.11 over 32 steps); a cache bug (≥ 0.40) does not.
+        assert!(!q.exceeded(3.4e-3, 0.111));
+        assert!(q.exceeded(0.16, 0.40));
+        assert_eq!(q.describe(), "2.5e-1 relative");
+        let w = tolerance(NumericForm::Quantized { ops: vec!["MatMulNBits".into()] }, None);
+        assert_eq!(w.describe(), "5e-2 relative", "weight-only quantization: the same weights on both paths");
         assert!(tolerance(NumericForm::Float16, None).exceeded(f64::NAN, 0.0));
     }
 }

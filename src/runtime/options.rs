@@ -53,6 +53,9 @@ pub struct Options {
     /// A sliding window the model's config asks for, probed on a past longer than it.
     #[serde(default)]
     pub window: Option<Window>,
+    /// `--deep`: the first run's steps are re-run with graph optimizations disabled.
+    #[serde(default)]
+    pub deep: bool,
 }
 
 /// A sliding attention window to probe: size, where it was stated, the windowed layers (all when `None`).
@@ -112,6 +115,7 @@ impl Default for Options {
             gqa: false,
             compare_to: None,
             window: None,
+            deep: false,
         }
     }
 }

@@ -80,6 +80,9 @@ pub struct RuntimeReport {
     /// The sliding-window probe, when the config states a window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<super::events::WindowProbe>,
+    /// `--deep`: the steps re-run with graph optimizations disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<super::events::Levels>,
     /// Every step of every run.
     pub steps: Vec<StepRow>,
     /// Set when the child process died or hung.
@@ -120,6 +123,7 @@ impl RuntimeReport {
             batch: Vec::new(),
             variant: None,
             window: None,
+            levels: None,
             steps: Vec::new(),
             crash: None,
             generated: None,
@@ -227,6 +231,10 @@ impl RuntimeReport {
             }
             Event::Window { probe, issues } => {
                 self.window = Some(probe);
+                self.push_issues(issues);
+            }
+            Event::Levels { levels, issues } => {
+                self.levels = Some(levels);
                 self.push_issues(issues);
             }
             Event::Batch { rows, issues } => {
