@@ -177,3 +177,27 @@ fn deep_runs_32_steps_and_reruns_them_without_graph_optimizations() {
     let q = r["files"].as_array().unwrap().iter().find(|f| f["path"] == "onnx/model_quantized.onnx").unwrap();
     assert!(q["findings"].as_array().unwrap().iter().any(|x| x["code"] == "parity"), "{q:#}");
 }
+
+#[test]
+fn a_seq2seq_decoder_that_ignores_the_encoder_mask_fails_a_padded_source_batch() {
+    // Two sources of 7 and 4 tokens, the shorter padded with the encoder mask
+    // zero over its padding, against each source alone, through the folder's encoder.
+    for dir in ["marian-tiny", "t5-tiny", "bart-tjs"] {
+        let (code, r) = check_dir(dir);
+        assert_eq!(code, 0, "{dir}: {r:#}");
+        let merged = r["files"].as_array().unwrap().iter().find(|f| f["role"] == "merged-decoder").unwrap();
+        assert_eq!(merged["runtime"]["batch"].as_array().unwrap().len(), 8, "{dir}: 2 rows × 4 steps");
+        assert!(row1_max(&serde_json::json!({"files": [merged]})) < 1e-5, "{dir}: {merged:#}");
+    }
+    // marian-tiny's merged decoder with encoder_attention_mask declared but
+    // replaced by ones inside both If branches: batch 1 is bit-identical.
+    let (code, r) = check_dir("marian-ignores-encoder-mask");
+    assert_eq!(code, 2, "{r:#}");
+    let merged = r["files"].as_array().unwrap().iter().find(|f| f["role"] == "merged-decoder").unwrap();
+    let f = merged["findings"].as_array().unwrap();
+    assert!(!f.iter().any(|x| x["code"] == "parity"), "batch 1 is right: {f:#?}");
+    let b = f.iter().find(|x| x["code"] == "batch-padding").expect("batch-padding");
+    assert!(b["message"].as_str().unwrap().starts_with("row 1 of a batch of 2 sources"), "{b:#}");
+    assert!(b["cause"].as_str().unwrap().contains("encoder attention mask is not honoured"), "{b:#}");
+    assert!(row1_max(&serde_json::json!({"files": [merged]})) > 1e-3);
+}

@@ -35,6 +35,7 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
                 .and_then(|c| c.ok())
                 .and_then(|c| crate::runtime::plan::build(&f.sig, &c, 1).ok());
             setup.compare_to = plan.map(|p| (f.file.path.clone(), p));
+            setup.compare_encoder = folder.sibling(f, Role::Encoder).map(|x| x.file.path.clone());
         }
     }
     let text = match e.role {

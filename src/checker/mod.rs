@@ -45,6 +45,8 @@ struct Setup {
     static_only: Option<String>,
     /// A numeric variant's fp32 sibling and its plan, to compare with.
     compare_to: Option<(PathBuf, crate::runtime::plan::Plan)>,
+    /// The fp32 sibling's encoder, when the variant runs with its own.
+    compare_encoder: Option<PathBuf>,
     /// The sliding window the folder's config asks for.
     window: Option<crate::folder::config::SlidingWindow>,
 }
@@ -380,14 +382,14 @@ impl Checker {
             start_token: setup.start_token,
             gqa: sig.op_types.contains("GroupQueryAttention"),
             compare_to: setup.compare_to.clone(),
+            compare_encoder: setup.compare_encoder.clone(),
             window: setup.window.as_ref().map(|w| options::Window {
                 size: w.size.max(0) as usize,
                 source: w.source.clone(),
                 layers: w.layers.clone(),
             }),
-            // Batched, left-padded generation where the batch axis is dynamic.
-            batch_check: plan.family == crate::runtime::plan::Family::DecoderOnly
-                && self.batch == 1
+            // Batched generation (left-padded prompts, or padded sources) where the batch axis is dynamic.
+            batch_check: self.batch == 1
                 && sig
                     .input(&plan.input_ids)
                     .and_then(|p| p.ty.tensor_parts())

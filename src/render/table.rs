@@ -363,7 +363,7 @@ pub fn runtime_section(r: &RuntimeReport) -> String {
         let steps = r.batch.iter().map(|b| b.1).max().unwrap_or(0) + 1;
         let _ = writeln!(
             out,
-            "left-padded batch of 2 against each row alone, {steps} steps: max |Δ| row 0 {:.2e}, row 1 (padded) {:.2e}",
+            "batch of 2, row 1 padded (prompt on the left, or source), against each row alone, {steps} steps: max |Δ| row 0 {:.2e}, row 1 {:.2e}",
             worst(0),
             worst(1)
         );

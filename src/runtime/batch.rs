@@ -88,6 +88,22 @@ pub(crate) fn padded_step(
     feeds
 }
 
+/// How far a batched row may be from the same row alone. Dynamic quantization
+/// measures activation ranges over the whole batch, so a batch changes a
+/// quantized row's rounding (gpt2-int8: 6.7e-2 relative); a row placed at the
+/// wrong positions departs by ~1 (gpt2 without position_ids).
+pub(crate) fn bound(plan: &Plan) -> super::numeric::Tolerance {
+    match &plan.tolerance.form {
+        super::numeric::NumericForm::Quantized { .. } => super::numeric::Tolerance {
+            rel: Some(0.5),
+            abs: None,
+            reason: "quantized: activation ranges are measured over the batch".into(),
+            form: plan.tolerance.form.clone(),
+        },
+        _ => plan.tolerance.clone(),
+    }
+}
+
 /// Two prompts of different lengths in one left-padded batch against each
 /// row run alone, teacher-forced on the same tokens for 3 cached steps.
 pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
@@ -136,18 +152,7 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
                 });
             }
         };
-    // Dynamic quantization measures activation ranges over the whole batch, so a
-    // batch changes a quantized row's rounding (gpt2-int8: 6.7e-2 relative); a
-    // row placed at the wrong positions departs by ~1 (gpt2 without position_ids).
-    let bound = match &plan.tolerance.form {
-        super::numeric::NumericForm::Quantized { .. } => super::numeric::Tolerance {
-            rel: Some(0.5),
-            abs: None,
-            reason: "quantized: activation ranges are measured over the batch".into(),
-            form: plan.tolerance.form.clone(),
-        },
-        _ => plan.tolerance.clone(),
-    };
+    let bound = bound(plan);
     let mut rows = Vec::new();
     let mut issues = Vec::new();
     for step in 0..both.len() {

@@ -9,12 +9,11 @@ use super::diagnose::{
 };
 use super::events::{Event, Stage};
 use super::feeds::{self, Cache, Feed, Rng, StepInput, Uncached};
-use super::options::{Job, Options};
+use super::options::Job;
 use super::plan::Plan;
-use super::session::{declared_inputs, run};
+use super::session::run;
 use crate::signature::ElemType;
 use ndarray::{ArrayD, IxDyn};
-use std::path::Path;
 use std::time::Instant;
 
 fn fatal(stage: Stage, message: String, cause: Option<String>) -> Event {
@@ -63,8 +62,12 @@ pub fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         }
         return emit(Event::Done);
     }
+    let mut cache_failed = false;
     for &dummy in &job.plan.step0_past_lengths {
-        run_steps(&mut ctx, dummy, emit);
+        run_steps(&mut ctx, dummy, &mut |ev| {
+            cache_failed |= matches!(ev, Event::Failure { .. });
+            emit(ev)
+        });
     }
     if job.options.deep {
         super::levels::compare(&mut ctx, emit);
@@ -72,10 +75,14 @@ pub fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
     if let Some((reference, ref_plan)) = job.options.compare_to.clone() {
         super::variant::compare(&mut ctx, &reference, &ref_plan, emit);
     }
-    if job.options.batch_check && job.plan.family == super::plan::Family::DecoderOnly {
-        super::batch::check(&mut ctx, emit);
+    // A cache that fails at batch 1 fails batched and probed the same way: said once.
+    if job.options.batch_check && !cache_failed {
+        match job.plan.family {
+            super::plan::Family::DecoderOnly => super::batch::check(&mut ctx, emit),
+            super::plan::Family::Seq2Seq => super::source_batch::check(&mut ctx, emit),
+        }
     }
-    if let Some(w) = job.options.window.clone().filter(|w| w.size <= super::window::MAX_PROBED) {
+    if let Some(w) = job.options.window.clone().filter(|w| w.size <= super::window::MAX_PROBED && !cache_failed) {
         if job.plan.family == super::plan::Family::DecoderOnly {
             match super::window::probe(&mut ctx.session, &ctx.job.plan, &w, &mut ctx.rng) {
                 Ok(ev) => emit(ev),
@@ -119,7 +126,9 @@ fn prepare<'a>(
     // A with-past decoder takes none itself, but its pair's step 0 does.
     let encoder_states = match (&plan.encoder_hidden_states, &opts.encoder) {
         (_, Some(path)) => {
-            let states = run_encoder(env, path, plan, opts, &mut rng).map_err(|m| stop(Stage::Encoder, m, None))?;
+            let states = super::encoder::states(env, path, plan, opts, &mut rng)
+                .map(|(_, states)| states)
+                .map_err(|m| stop(Stage::Encoder, m, None))?;
             enc_len = states.shape().get(1).copied().unwrap_or(enc_len);
             Some(states)
         }
@@ -377,69 +386,6 @@ fn recompute(ctx: &mut Ctx<'_>, tokens: &[Vec<i64>], dummy: i64, cache: &Cache) 
         }
     };
     out.floats.get(&plan.logits).cloned().ok_or_else(|| format!("no `{}` from the uncached run", plan.logits))
-}
-
-/// Encoder states from a real encoder: ids and masks for text encoders,
-/// seeded features of the declared shape for audio encoders.
-fn run_encoder(
-    env: &ort::environment::Environment,
-    path: &Path,
-    plan: &Plan,
-    opts: &Options,
-    rng: &mut Rng,
-) -> Result<ArrayD<f32>, String> {
-    let mut s = open(env, path, opts).map_err(|e| format!("{}: {e}", path.display()))?;
-    let b = opts.batch.max(1) as usize;
-    let len = opts.encoder_len.max(1) as usize;
-    let mut feeds = Vec::new();
-    // A reference generation feeds the caller's source ids (or features).
-    let given = opts.reference.as_ref();
-    let len = given.map_or(len, |r| r.ids.len().max(1));
-    for (name, elem, dims) in declared_inputs(&s) {
-        // Symbolic axes: batch first, the sequence (or frames) after.
-        let shape: Vec<usize> = dims
-            .iter()
-            .enumerate()
-            .map(|(axis, &d)| {
-                if axis == 0 {
-                    b
-                } else if d > 0 {
-                    d as usize
-                } else {
-                    len
-                }
-            })
-            .collect();
-        let n: usize = shape.iter().product();
-        let values = if let (true, Some(path)) = (elem.is_float(), given.and_then(|r| r.features.as_ref())) {
-            let mut a = super::npy::read_f32(path)?;
-            if a.ndim() + 1 == shape.len() {
-                a = a.insert_axis(ndarray::Axis(0));
-            }
-            feeds::Values::Float(a)
-        } else if elem.is_float() {
-            feeds::Values::Float(
-                ArrayD::from_shape_vec(IxDyn(&shape), (0..n).map(|_| rng.normal()).collect()).expect("shape"),
-            )
-        } else if name.contains("mask") {
-            feeds::Values::Int(ArrayD::from_elem(IxDyn(&shape), 1))
-        } else if let Some(r) = given {
-            feeds::Values::Int(
-                ArrayD::from_shape_vec(IxDyn(&[1, r.ids.len()]), r.ids.clone()).map_err(|e| e.to_string())?,
-            )
-        } else {
-            feeds::Values::Int(
-                ArrayD::from_shape_vec(IxDyn(&shape), (0..n).map(|_| rng.below(plan.vocab)).collect()).expect("shape"),
-            )
-        };
-        let elem = if elem == ElemType::Undefined { ElemType::I64 } else { elem };
-        feeds.push(Feed { name, elem, values });
-    }
-    let out = run(&mut s, &feeds)?;
-    out.infos
-        .iter()
-        .find_map(|i| out.floats.get(&i.name).filter(|a| a.ndim() == 3).cloned())
-        .ok_or_else(|| format!("{}: the encoder returned no [batch, length, hidden] float tensor", path.display()))
 }
 
 /// Test-only fault injection: `ONNX_CONTRACT_FAULT=segv@2` (or `abort@2`)

@@ -28,6 +28,8 @@ mod diverge;
 #[cfg(feature = "runtime")]
 mod driver;
 #[cfg(feature = "runtime")]
+mod encoder;
+#[cfg(feature = "runtime")]
 mod feeds;
 #[cfg(feature = "runtime")]
 mod levels;
@@ -37,6 +39,8 @@ mod npy;
 pub(crate) mod options;
 #[cfg(feature = "runtime")]
 mod session;
+#[cfg(feature = "runtime")]
+mod source_batch;
 #[cfg(feature = "runtime")]
 mod variant;
 #[cfg(feature = "runtime")]

@@ -41,7 +41,7 @@ pub struct Options {
     /// dtypes, shapes and small values; seeded contents) until one fails.
     #[serde(default)]
     pub replay: Option<Vec<ReplayCall>>,
-    /// After the steps, a left-padded batch of 2 against each row alone (decoder-only).
+    /// After the steps, a batch of 2 against each row alone: left-padded prompts (decoder-only) or a padded source (seq2seq).
     #[serde(default)]
     pub batch_check: bool,
     /// The model uses GroupQueryAttention (positions from seqlens, as onnxruntime-genai batches it).
@@ -50,6 +50,9 @@ pub struct Options {
     /// A numeric variant: the folder's fp32 model and its plan, compared teacher-forced.
     #[serde(default)]
     pub compare_to: Option<(PathBuf, super::plan::Plan)>,
+    /// The fp32 encoder beside `compare_to`, when the variant has its own encoder.
+    #[serde(default)]
+    pub compare_encoder: Option<PathBuf>,
     /// A sliding window the model's config asks for, probed on a past longer than it.
     #[serde(default)]
     pub window: Option<Window>,
@@ -114,6 +117,7 @@ impl Default for Options {
             batch_check: false,
             gqa: false,
             compare_to: None,
+            compare_encoder: None,
             window: None,
             deep: false,
         }

@@ -74,7 +74,7 @@ pub struct RuntimeReport {
     /// A numeric variant against the folder's fp32 model: (reference, per position: (position, max |Δ|, relative, top-1 agrees)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<(String, Vec<VariantPosition>)>,
-    /// A left-padded batch of 2 against each row alone: (row, step, max |Δ|, relative, greedy agrees).
+    /// A batch of 2, one row padded (the prompt on the left, or the source), against each row alone: (row, step, max |Δ|, relative, greedy agrees).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batch: Vec<(usize, usize, f64, f64, bool)>,
     /// The sliding-window probe, when the config states a window.

@@ -6,9 +6,9 @@
 use super::checks;
 use super::context::{open, Ctx};
 use super::diagnose::first_line;
-use super::diverge::first_divergent;
+use super::diverge::{first_divergent, relative};
 use super::events::{Event, StepIssue};
-use super::feeds::{self, Cache, Uncached};
+use super::feeds::{self, Cache, Rng, Uncached};
 use super::plan::Plan;
 use super::session::run;
 use ndarray::ArrayD;
@@ -34,20 +34,45 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
     tokens[0].extend(&extra);
     tokens.truncate(1);
     let start = ctx.prompt[0].len().saturating_sub(1);
-    let states =
-        ctx.encoder_states.as_ref().map(|s| s.index_axis(ndarray::Axis(0), 0).insert_axis(ndarray::Axis(0)).to_owned());
+    let row0 = |s: &ArrayD<f32>| s.index_axis(ndarray::Axis(0), 0).insert_axis(ndarray::Axis(0)).to_owned();
+    let states = ctx.encoder_states.as_ref().map(row0);
+    let file = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut name = file(reference);
+    // A seq2seq variant runs as a pair (encoder_X → decoder_X), as applications
+    // load them: the fp32 decoder reads the fp32 encoder's states of the same source.
+    let opts = &ctx.job.options;
+    let pair = match (&opts.compare_encoder, &opts.encoder) {
+        (Some(fp32), Some(ours)) if fp32 != ours => {
+            name = format!("{} → {name}", file(fp32));
+            let fp32_states = super::encoder::states(ctx.env, fp32, plan, opts, &mut Rng::seeded(opts.seed));
+            Some((ours.clone(), fp32.clone(), fp32_states))
+        }
+        _ => None,
+    };
+    let ref_states = match &pair {
+        Some((_, _, Ok((_, s)))) => Some(row0(s)),
+        _ => states.clone(),
+    };
     let empty = Cache::empty(plan, 0);
     let ours = feeds::uncached(plan, &tokens, states.as_ref(), ctx.enc_len, Uncached::SameModel { dummy: 0 }, &empty);
     let ref_empty = Cache::empty(ref_plan, 0);
-    let theirs =
-        feeds::uncached(ref_plan, &tokens, states.as_ref(), ctx.enc_len, Uncached::SameModel { dummy: 0 }, &ref_empty);
+    let theirs = feeds::uncached(
+        ref_plan,
+        &tokens,
+        ref_states.as_ref(),
+        ctx.enc_len,
+        Uncached::SameModel { dummy: 0 },
+        &ref_empty,
+    );
     let result = (|| -> Result<(ArrayD<f32>, ArrayD<f32>), String> {
+        if let Some((_, fp32, Err(e))) = &pair {
+            return Err(format!("{}: {e}", fp32.display()));
+        }
         let a = run(&mut ctx.session, &ours)?.floats.get(&plan.logits).cloned().ok_or("no logits")?;
         let mut s = open(ctx.env, reference, &ctx.job.options)?;
         let b = run(&mut s, &theirs)?.floats.get(&ref_plan.logits).cloned().ok_or("no logits from the fp32 model")?;
         Ok((a, b))
     })();
-    let name = reference.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let (a, b) = match result {
         Ok(x) => x,
         Err(e) => {
@@ -86,19 +111,38 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
         let mut cause = format!(
             "a {what} variant is expected within {bound} relative of fp32; far beyond it the conversion itself is wrong (a bad quantization recipe or scale layout), even though the variant agrees with itself (cached = uncached)"
         );
-        // Where: the same tokens through both graphs, every tensor exposed.
-        let found = first_divergent(ctx.env, (&ctx.job.model, &ours), (reference, &theirs), &ctx.job.options, bound);
+        // Where: the same tokens through both graphs, every tensor exposed; in
+        // the encoder when the pair's encoder states already depart.
+        let in_encoder = match (&pair, &states, &ref_states) {
+            (Some((enc, fp32, Ok((feeds, _)))), Some(a), Some(b)) => {
+                let (_, rel) = relative(a, b).unwrap_or((f64::NAN, f64::NAN));
+                (rel.is_nan() || rel > bound).then(|| (enc.clone(), fp32.clone(), feeds.clone(), rel))
+            }
+            _ => None,
+        };
+        let found = match &in_encoder {
+            Some((enc, fp32, feeds, rel)) => {
+                cause.push_str(&format!(
+                    "; the encoder states already depart: {} against {} relative {rel:.2}",
+                    file(enc),
+                    file(fp32)
+                ));
+                first_divergent(ctx.env, (enc, feeds), (fp32, feeds), &ctx.job.options, bound)
+            }
+            None => first_divergent(ctx.env, (&ctx.job.model, &ours), (reference, &theirs), &ctx.job.options, bound),
+        };
+        let fp32_name = in_encoder.as_ref().map_or(name.clone(), |(_, fp32, _, _)| file(fp32));
         match found {
             Ok(Some(d)) => {
                 let by = d.replaced_by.as_ref().map(|r| format!(", written in the variant by {r}")).unwrap_or_default();
                 cause.push_str(&format!(
-                    "; first node departing from {name} by more than {bound}: {}{by}, `{}` relative {:.2} (max |Δ| {:.3e}), after {} matched tensors within it",
+                    "; first node departing from {fp32_name} by more than {bound}: {}{by}, `{}` relative {:.2} (max |Δ| {:.3e}), after {} matched tensors within it",
                     d.node, d.tensor, d.rel, d.abs, d.compared
                 ));
                 i.node = Some(d.replaced_by.unwrap_or(d.node));
             }
             Ok(None) => cause.push_str(&format!(
-                "; no single tensor departs from {name} by more than {bound}: the error accumulates across nodes"
+                "; no single tensor departs from {fp32_name} by more than {bound}: the error accumulates across nodes"
             )),
             Err(e) => cause.push_str(&format!("; the diverging node could not be located: {}", first_line(&e))),
         }
