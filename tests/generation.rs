@@ -201,3 +201,32 @@ fn a_seq2seq_decoder_that_ignores_the_encoder_mask_fails_a_padded_source_batch()
     assert!(b["cause"].as_str().unwrap().contains("encoder attention mask is not honoured"), "{b:#}");
     assert!(row1_max(&serde_json::json!({"files": [merged]})) > 1e-3);
 }
+
+#[test]
+fn a_seq2seq_variant_runs_as_a_pair_and_its_encoder_is_judged_on_its_own_output() {
+    // transformers.js ships encoder_model_X with decoder_model_merged_X: the
+    // variant decoder reads its own encoder's states, the fp32 decoder the fp32 encoder's.
+    let (code, r) = check_dir("bart-tjs-variants");
+    assert_eq!(code, 0, "{r:#}");
+    for path in ["onnx/decoder_model_merged_fp16.onnx", "onnx/decoder_model_merged_quantized.onnx"] {
+        let f = file(&r, path);
+        assert_eq!(f["runtime"]["variant"][0], "encoder_model.onnx → decoder_model_merged.onnx", "{path}");
+        assert!(max_rel(f) < 0.1, "{path}: {}", max_rel(f));
+    }
+    // The same folder with the quantized encoder's weight scales ×8: its
+    // decoder barely reads the encoder, so the logits stay close; the encoder's own output does not.
+    let (code, r) = check_dir("bart-tjs-variants-broken-encoder");
+    assert_eq!(code, 2, "{r:#}");
+    let q = file(&r, "onnx/decoder_model_merged_quantized.onnx");
+    let d = q["findings"].as_array().unwrap().iter().find(|x| x["code"] == "variant-divergence").expect("finding");
+    let msg = d["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("encoder_model_quantized.onnx departs from encoder_model.onnx (fp32) by relative"),
+        "{msg}"
+    );
+    // The first encoder node beyond the bound: a quantized MatMul of the first layer, mapped to the fp32 MatMul.
+    let cause = d["cause"].as_str().unwrap();
+    assert!(cause.contains("first node departing from encoder_model.onnx by more than 0.5: /layers.0/"), "{cause}");
+    assert!(cause.contains("(MatMul), written in the variant by /layers.0/"), "{cause}");
+    assert_eq!(file(&r, "onnx/decoder_model_merged_fp16.onnx")["verdict"], "pass");
+}

@@ -8,7 +8,7 @@ use super::context::{open, Ctx};
 use super::diagnose::first_line;
 use super::diverge::{first_divergent, relative};
 use super::events::{Event, StepIssue};
-use super::feeds::{self, Cache, Rng, Uncached};
+use super::feeds::{self, Cache, Feed, Rng, Uncached};
 use super::plan::Plan;
 use super::session::run;
 use ndarray::ArrayD;
@@ -97,6 +97,34 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
         _ => Some(p),
     });
     let mut issues = Vec::new();
+    let opts = &ctx.job.options;
+    // A pair's encoder is judged on its own output: a decoder that reads its
+    // encoder little (bart-tjs: random states move its logits by 0.016) would
+    // hide a broken encoder in the logits.
+    let encoder = match (&pair, &states, &ref_states) {
+        (Some((enc, fp32, Ok((feeds, _)))), Some(a), Some(b)) => {
+            relative(a, b).map(|(abs, rel)| (enc, fp32, feeds, abs, rel))
+        }
+        _ => None,
+    };
+    let encoder_departs = encoder.filter(|e| e.4.is_nan() || e.4 > bound);
+    if let Some((enc, fp32, feeds, abs, rel)) = encoder_departs {
+        let mut i = StepIssue::error(
+            crate::finding::Code::VariantDivergence,
+            format!(
+                "{} departs from {} (fp32) by relative {rel:.2} (max |Δ| {abs:.3e}) on the same source: the states every decoder step of this pair reads",
+                file(enc),
+                file(fp32)
+            ),
+            None,
+        );
+        let mut cause = format!(
+            "a {what} encoder is expected within {bound} relative of fp32; far beyond it the conversion itself is wrong (a bad quantization recipe or scale layout)"
+        );
+        i.node = locate(ctx.env, (enc, feeds), (fp32, feeds), opts, bound, &file(fp32), &mut cause);
+        i.cause = Some(cause);
+        issues.push(i);
+    }
     if let Some((pos, abs, rel, _)) = worst.filter(|w| w.2.is_nan() || w.2 > bound) {
         let agree = positions.iter().filter(|p| p.3).count();
         let first = positions.iter().find(|p| p.2.is_nan() || p.2 > bound).map_or(pos, |p| p.0);
@@ -111,43 +139,55 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
         let mut cause = format!(
             "a {what} variant is expected within {bound} relative of fp32; far beyond it the conversion itself is wrong (a bad quantization recipe or scale layout), even though the variant agrees with itself (cached = uncached)"
         );
-        // Where: the same tokens through both graphs, every tensor exposed; in
-        // the encoder when the pair's encoder states already depart.
-        let in_encoder = match (&pair, &states, &ref_states) {
-            (Some((enc, fp32, Ok((feeds, _)))), Some(a), Some(b)) => {
-                let (_, rel) = relative(a, b).unwrap_or((f64::NAN, f64::NAN));
-                (rel.is_nan() || rel > bound).then(|| (enc.clone(), fp32.clone(), feeds.clone(), rel))
+        match encoder_departs {
+            Some(_) => cause.push_str("; the pair's encoder already departs (the encoder finding names where)"),
+            // Where: the same tokens through both graphs, every tensor exposed.
+            None => {
+                i.node = locate(
+                    ctx.env,
+                    (&ctx.job.model, &ours),
+                    (reference, &theirs),
+                    opts,
+                    bound,
+                    &file(reference),
+                    &mut cause,
+                )
             }
-            _ => None,
-        };
-        let found = match &in_encoder {
-            Some((enc, fp32, feeds, rel)) => {
-                cause.push_str(&format!(
-                    "; the encoder states already depart: {} against {} relative {rel:.2}",
-                    file(enc),
-                    file(fp32)
-                ));
-                first_divergent(ctx.env, (enc, feeds), (fp32, feeds), &ctx.job.options, bound)
-            }
-            None => first_divergent(ctx.env, (&ctx.job.model, &ours), (reference, &theirs), &ctx.job.options, bound),
-        };
-        let fp32_name = in_encoder.as_ref().map_or(name.clone(), |(_, fp32, _, _)| file(fp32));
-        match found {
-            Ok(Some(d)) => {
-                let by = d.replaced_by.as_ref().map(|r| format!(", written in the variant by {r}")).unwrap_or_default();
-                cause.push_str(&format!(
-                    "; first node departing from {fp32_name} by more than {bound}: {}{by}, `{}` relative {:.2} (max |Δ| {:.3e}), after {} matched tensors within it",
-                    d.node, d.tensor, d.rel, d.abs, d.compared
-                ));
-                i.node = Some(d.replaced_by.unwrap_or(d.node));
-            }
-            Ok(None) => cause.push_str(&format!(
-                "; no single tensor departs from {fp32_name} by more than {bound}: the error accumulates across nodes"
-            )),
-            Err(e) => cause.push_str(&format!("; the diverging node could not be located: {}", first_line(&e))),
         }
         i.cause = Some(cause);
         issues.push(i);
     }
     emit(Event::Variant { reference: name, positions, issues });
+}
+
+/// The first node where `ours` departs from `fp32` (appended to `cause`), or why it is not named.
+fn locate(
+    env: &ort::environment::Environment,
+    ours: (&Path, &[Feed]),
+    fp32: (&Path, &[Feed]),
+    opts: &super::options::Options,
+    bound: f64,
+    fp32_name: &str,
+    cause: &mut String,
+) -> Option<String> {
+    match first_divergent(env, ours, fp32, opts, bound) {
+        Ok(Some(d)) => {
+            let by = d.replaced_by.as_ref().map(|r| format!(", written in the variant by {r}")).unwrap_or_default();
+            cause.push_str(&format!(
+                "; first node departing from {fp32_name} by more than {bound}: {}{by}, `{}` relative {:.2} (max |Δ| {:.3e}), after {} matched tensors within it",
+                d.node, d.tensor, d.rel, d.abs, d.compared
+            ));
+            Some(d.replaced_by.unwrap_or(d.node))
+        }
+        Ok(None) => {
+            cause.push_str(&format!(
+                "; no single tensor departs from {fp32_name} by more than {bound}: the error accumulates across nodes"
+            ));
+            None
+        }
+        Err(e) => {
+            cause.push_str(&format!("; the diverging node could not be located: {}", first_line(&e)));
+            None
+        }
+    }
 }
