@@ -230,3 +230,28 @@ fn a_seq2seq_variant_runs_as_a_pair_and_its_encoder_is_judged_on_its_own_output(
     assert!(cause.contains("(MatMul), written in the variant by /layers.0/"), "{cause}");
     assert_eq!(file(&r, "onnx/decoder_model_merged_fp16.onnx")["verdict"], "pass");
 }
+
+#[test]
+fn a_window_too_long_to_probe_is_said_not_silently_skipped() {
+    // mistral-tiny's files with the config's window raised past the probe's limit.
+    let dir = std::env::temp_dir().join(format!("onnx-contract-long-window-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(root().join("models/mistral-tiny/model.onnx"), dir.join("model.onnx")).unwrap();
+    let text = std::fs::read_to_string(root().join("models/mistral-tiny/config.json")).unwrap();
+    let mut config: Value = serde_json::from_str(&text).unwrap();
+    config["sliding_window"] = 8192.into();
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let (code, r) = json(&["check", "--format", "json", dir.to_str().unwrap(), "--no-fetch"]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 0, "{r:#}");
+    let f = &r["files"][0];
+    assert!(f["runtime"]["window"].is_null(), "not probed: {f:#}");
+    let note = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "runtime-skipped").expect("a note");
+    assert!(
+        note["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("config.json: sliding_window = 8192: longer than 4096, not probed"),
+        "{note:#}"
+    );
+}

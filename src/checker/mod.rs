@@ -371,6 +371,14 @@ impl Checker {
         };
         let (steps, short) = run_length(self.steps, self.deep, setup.window.as_ref().map(|w| w.size));
         findings.extend(short.map(|text| Finding::new(Code::RuntimeSkipped, Severity::Info, text)));
+        let unprobed = crate::runtime::window::MAX_PROBED as i64;
+        if let Some(w) = setup.window.as_ref().filter(|w| w.size > unprobed && sig.attention_windows.is_empty()) {
+            findings.push(Finding::new(
+                Code::RuntimeSkipped,
+                Severity::Info,
+                format!("{} = {}: longer than {unprobed}, not probed at run time (the past it needs is too large for a default check); a graph without GroupQueryAttention has no window attribute to read statically", w.source, w.size),
+            ));
+        }
         let options = options::Options {
             steps,
             deep: self.deep,

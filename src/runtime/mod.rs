@@ -44,6 +44,6 @@ mod source_batch;
 #[cfg(feature = "runtime")]
 mod variant;
 #[cfg(feature = "runtime")]
-mod window;
+pub(crate) mod window;
 
 pub use report::RuntimeReport;
