@@ -12,9 +12,23 @@ and generation_config.json.
 
 The same runs on both sides, each model's session created once per use:
   merged decoder: encoder once; per step-0 past length (0 and 1) 4 cached
-  steps + 3 uncached parity runs (14 decoder runs);
+  steps + 3 uncached parity runs (14 decoder runs); step 0 of the first run
+  re-run once on the same session (repeatability, bit for bit); then the
+  padded-source batch check: the encoder opened again and run 3 times (batch
+  2 of sources of 7 and 4 tokens, the shorter right-padded with mask zeros;
+  the 7 alone; the 4 alone), and 3 decodes (batch 2, row 0 alone, row 1
+  alone) of step 0 + 3 teacher-forced cached steps with that encoder mask,
+  each row compared with its run alone (12 decoder runs): 27 decoder runs,
+  4 encoder runs;
   split pair: encoder once; the no-past decoder at step 0, 3 with-past steps,
-  3 uncached parity runs on the no-past decoder (7 runs).
+  3 uncached parity runs on the no-past decoder (7 runs; no repeatability
+  re-run: step 0 of the pair is on the no-past decoder); then the same
+  padded-source batch check, each decode's step 0 on the no-past decoder and
+  its 3 cached steps on the with-past one (12 decoder runs): 19 decoder runs,
+  4 encoder runs.
+onnx-contract runs the two decoder jobs as two child processes at once (one
+worker per core, 2 here), after the static check of all 4 files; the Python
+script runs everything in one process, one after the other.
 Goal (issue 7): onnx-contract <= 1.0x the Python script, wall time.
 """
 import argparse
@@ -33,7 +47,8 @@ PY_DRIVER = r'''
 import sys, os, numpy as np, onnxruntime as ort
 d = sys.argv[1]
 L, H, D, V, E = 6, 8, 64, 65001, 7
-START = 65000
+START = PAD = 65000
+LONG, SHORT, FORCED = 7, 4, 3
 def sess(name):
     return ort.InferenceSession(os.path.join(d, name), providers=["CPUExecutionProvider"])
 rng = np.random.default_rng(0)
@@ -42,30 +57,71 @@ mask = np.ones((1, E), np.int64)
 def encode():
     enc = sess("encoder_model.onnx")
     return enc.run(None, {"input_ids": ids_e, "attention_mask": mask})[0]
+def pasts(f, dec, encp):
+    for l in range(L):
+        f[f"past_key_values.{l}.decoder.key"], f[f"past_key_values.{l}.decoder.value"] = dec[l]
+        f[f"past_key_values.{l}.encoder.key"], f[f"past_key_values.{l}.encoder.value"] = encp[l]
+    return f
+def presents(out, kind):
+    return [(out[f"present.{l}.{kind}.key"], out[f"present.{l}.{kind}.value"]) for l in range(L)]
+
+# Padded-source batch check: the encoder opened again, 3 runs; 3 decodes of
+# step 0 + FORCED teacher-forced cached steps; each row against its run alone.
+def batch_check(decode):
+    enc = sess("encoder_model.onnx")
+    long, short = rng.integers(0, V - 1, LONG), rng.integers(0, V - 1, SHORT)
+    bmask = np.array([[1] * LONG, [1] * SHORT + [0] * (LONG - SHORT)], np.int64)
+    ids = np.stack([long, np.concatenate([short, np.full(LONG - SHORT, PAD)])])
+    both = enc.run(None, {"input_ids": ids, "attention_mask": bmask})[0]
+    one = lambda x: (enc.run(None, {"input_ids": x[None], "attention_mask": np.ones((1, len(x)), np.int64)})[0], np.ones((1, len(x)), np.int64))
+    alone = [one(long), one(short)]
+    forced = rng.integers(0, V, FORCED)
+    lb = decode(both, bmask, forced)
+    la = [decode(s, m, forced) for s, m in alone]
+    for step in range(FORCED + 1):
+        for r in (0, 1):
+            assert np.abs(lb[step][r:r + 1] - la[r][step]).max() < 1e-3
 
 # Merged decoder.
 states = encode()
 m = sess("decoder_model_merged.onnx")
 names = [o.name for o in m.get_outputs()]
-def feeds(ids, flag, dec, encp):
-    f = {"encoder_attention_mask": mask, "input_ids": ids, "encoder_hidden_states": states, "use_cache_branch": np.array([flag])}
-    for l in range(L):
-        f[f"past_key_values.{l}.decoder.key"], f[f"past_key_values.{l}.decoder.value"] = dec[l]
-        f[f"past_key_values.{l}.encoder.key"], f[f"past_key_values.{l}.encoder.value"] = encp[l]
-    return f
+def feeds(ids, flag, dec, encp, st=None, em=None):
+    f = {"encoder_attention_mask": mask if em is None else em, "input_ids": ids,
+         "encoder_hidden_states": states if st is None else st, "use_cache_branch": np.array([flag])}
+    return pasts(f, dec, encp)
 for dummy in (0, 1):
     z = np.zeros((1, H, dummy, D), np.float32)
     dec, encp = [(z, z)] * L, [(z, z)] * L
     tokens = [START]
     for step in range(4):
-        out = dict(zip(names, m.run(None, feeds(np.array([[tokens[-1]]], np.int64), step > 0, dec, encp))))
+        f = feeds(np.array([[tokens[-1]]], np.int64), step > 0, dec, encp)
+        out = dict(zip(names, m.run(None, f)))
+        if step == 0 and dummy == 0:
+            again = dict(zip(names, m.run(None, f)))
+            assert np.array_equal(again["logits"], out["logits"])
         if step > 0:
             full = dict(zip(names, m.run(None, feeds(np.array([tokens], np.int64), False, [(z, z)] * L, [(z, z)] * L))))
             assert np.abs(full["logits"][:, -1] - out["logits"][:, -1]).max() < 1e-3
         if step == 0:
-            encp = [(out[f"present.{l}.encoder.key"], out[f"present.{l}.encoder.value"]) for l in range(L)]
-        dec = [(out[f"present.{l}.decoder.key"], out[f"present.{l}.decoder.value"]) for l in range(L)]
+            encp = presents(out, "encoder")
+        dec = presents(out, "decoder")
         tokens.append(int(out["logits"][0, -1].argmax()))
+def decode_merged(st, em, forced):
+    b = st.shape[0]
+    z = np.zeros((b, H, 0, D), np.float32)
+    dec, encp = [(z, z)] * L, [(z, z)] * L
+    new, logits = np.full((b, 1), START, np.int64), []
+    for step in range(FORCED + 1):
+        out = dict(zip(names, m.run(None, feeds(new, step > 0, dec, encp, st, em))))
+        logits.append(out["logits"])
+        if step == 0:
+            encp = presents(out, "encoder")
+        dec = presents(out, "decoder")
+        if step < FORCED:
+            new = np.full((b, 1), forced[step], np.int64)
+    return logits
+batch_check(decode_merged)
 
 # Split pair.
 states = encode()
@@ -73,19 +129,27 @@ d0, dp = sess("decoder_model.onnx"), sess("decoder_with_past_model.onnx")
 n0, npast = [o.name for o in d0.get_outputs()], [o.name for o in dp.get_outputs()]
 tokens = [START]
 out = dict(zip(n0, d0.run(None, {"encoder_attention_mask": mask, "input_ids": np.array([tokens], np.int64), "encoder_hidden_states": states})))
-encp = [(out[f"present.{l}.encoder.key"], out[f"present.{l}.encoder.value"]) for l in range(L)]
-dec = [(out[f"present.{l}.decoder.key"], out[f"present.{l}.decoder.value"]) for l in range(L)]
+encp, dec = presents(out, "encoder"), presents(out, "decoder")
 tokens.append(int(out["logits"][0, -1].argmax()))
 for step in range(1, 4):
-    f = {"encoder_attention_mask": mask, "input_ids": np.array([[tokens[-1]]], np.int64)}
-    for l in range(L):
-        f[f"past_key_values.{l}.decoder.key"], f[f"past_key_values.{l}.decoder.value"] = dec[l]
-        f[f"past_key_values.{l}.encoder.key"], f[f"past_key_values.{l}.encoder.value"] = encp[l]
+    f = pasts({"encoder_attention_mask": mask, "input_ids": np.array([[tokens[-1]]], np.int64)}, dec, encp)
     out = dict(zip(npast, dp.run(None, f)))
     full = d0.run(None, {"encoder_attention_mask": mask, "input_ids": np.array([tokens], np.int64), "encoder_hidden_states": states})[0]
     assert np.abs(full[:, -1] - out["logits"][:, -1]).max() < 1e-3
-    dec = [(out[f"present.{l}.decoder.key"], out[f"present.{l}.decoder.value"]) for l in range(L)]
+    dec = presents(out, "decoder")
     tokens.append(int(out["logits"][0, -1].argmax()))
+def decode_pair(st, em, forced):
+    b = st.shape[0]
+    new = np.full((b, 1), START, np.int64)
+    out = dict(zip(n0, d0.run(None, {"encoder_attention_mask": em, "input_ids": new, "encoder_hidden_states": st})))
+    encp, dec, logits = presents(out, "encoder"), presents(out, "decoder"), [out["logits"]]
+    for t in forced:
+        new = np.full((b, 1), t, np.int64)
+        out = dict(zip(npast, dp.run(None, pasts({"encoder_attention_mask": em, "input_ids": new}, dec, encp))))
+        logits.append(out["logits"])
+        dec = presents(out, "decoder")
+    return logits
+batch_check(decode_pair)
 '''
 
 
@@ -141,7 +205,7 @@ def main():
         theirs.append(t)
     a, b = statistics.median(ours), statistics.median(theirs)
     print(f"onnx-contract check DIR (zero flags): median {a:.2f} s over {args.runs} runs {['%.2f' % x for x in ours]}")
-    print(f"python onnxruntime, same 21 decoder runs + 2 encoder runs: median {b:.2f} s {['%.2f' % x for x in theirs]}")
+    print(f"python onnxruntime, same 46 decoder runs + 8 encoder runs (sequential): median {b:.2f} s {['%.2f' % x for x in theirs]}")
     for f in report["files"]:
         steps = (f.get("runtime") or {}).get("steps", [])
         parity = [s["parity_max_abs_diff"] for s in steps if s.get("parity_max_abs_diff") is not None]

@@ -7,8 +7,15 @@ to a minimal Python onnxruntime script doing the same runs.
 Generates (never commits) $BENCH_DIR/marian-full/decoder_model_merged.onnx:
 opus-mt-en-zh's sizes (d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab
 65001), random weights, exported with optimum (needs models/requirements-gen.txt).
-Both sides create one session and run the same 14 inference calls:
-per step-0 past length (0 and 1): 4 cached steps + 3 uncached parity runs.
+Both sides create one session and run the same 27 inference calls:
+per step-0 past length (0 and 1): 4 cached steps + 3 uncached parity runs
+(14); step 0 of the first run re-run once on the same session
+(repeatability, bit for bit); then the padded-source batch check on seeded
+encoder states (no encoder is given): states [2, 7, 512] with the second
+row's mask zero over its last 3 positions, the first row alone [1, 7, 512]
+and the second row's first 4 positions alone [1, 4, 512], each decoded for
+step 0 + 3 teacher-forced cached steps with its encoder mask (12), each row
+compared with its run alone.
 Goal (issue 3): onnx-contract <= 1.1x the Python script, wall time.
 """
 import argparse
@@ -28,30 +35,63 @@ import sys, numpy as np, onnxruntime as ort
 path, steps = sys.argv[1], 4
 s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 L, H, D, V, E, HID = 6, 8, 64, 65001, 7, 512
+LONG, SHORT, FORCED = 7, 4, 3
 rng = np.random.default_rng(0)
 enc = rng.standard_normal((1, E, HID), dtype=np.float32)
 mask = np.ones((1, E), np.int64)
 names = [o.name for o in s.get_outputs()]
-def feeds(ids, flag, dec, encp):
-    f = {"encoder_attention_mask": mask, "input_ids": ids, "encoder_hidden_states": enc, "use_cache_branch": np.array([flag])}
+def feeds(ids, flag, dec, encp, st=None, em=None):
+    f = {"encoder_attention_mask": mask if em is None else em, "input_ids": ids,
+         "encoder_hidden_states": enc if st is None else st, "use_cache_branch": np.array([flag])}
     for l in range(L):
         f[f"past_key_values.{l}.decoder.key"], f[f"past_key_values.{l}.decoder.value"] = dec[l]
         f[f"past_key_values.{l}.encoder.key"], f[f"past_key_values.{l}.encoder.value"] = encp[l]
     return f
+def presents(out, kind):
+    return [(out[f"present.{l}.{kind}.key"], out[f"present.{l}.{kind}.value"]) for l in range(L)]
 for dummy in (0, 1):
     z = np.zeros((1, H, dummy, D), np.float32)
     dec, encp = [(z, z)] * L, [(z, z)] * L
     tokens = [V - 1]
     for step in range(steps):
         ids = np.array([[tokens[-1]]], np.int64)
-        out = dict(zip(names, s.run(None, feeds(ids, step > 0, dec, encp))))
+        f = feeds(ids, step > 0, dec, encp)
+        out = dict(zip(names, s.run(None, f)))
+        if step == 0 and dummy == 0:
+            again = dict(zip(names, s.run(None, f)))
+            assert np.array_equal(again["logits"], out["logits"])
         if step > 0:
             full = dict(zip(names, s.run(None, feeds(np.array([tokens], np.int64), False, [(z, z)] * L, [(z, z)] * L))))
             assert np.abs(full["logits"][:, -1] - out["logits"][:, -1]).max() < 1e-3
         if step == 0:
-            encp = [(out[f"present.{l}.encoder.key"], out[f"present.{l}.encoder.value"]) for l in range(L)]
-        dec = [(out[f"present.{l}.decoder.key"], out[f"present.{l}.decoder.value"]) for l in range(L)]
+            encp = presents(out, "encoder")
+        dec = presents(out, "decoder")
         tokens.append(int(out["logits"][0, -1].argmax()))
+
+# Padded-source batch check on seeded states: 3 decodes of step 0 + FORCED
+# teacher-forced cached steps; each row against its run alone.
+def decode(st, em, forced):
+    b = st.shape[0]
+    z = np.zeros((b, H, 0, D), np.float32)
+    dec, encp = [(z, z)] * L, [(z, z)] * L
+    new, logits = np.full((b, 1), V - 1, np.int64), []
+    for step in range(FORCED + 1):
+        out = dict(zip(names, s.run(None, feeds(new, step > 0, dec, encp, st, em))))
+        logits.append(out["logits"])
+        if step == 0:
+            encp = presents(out, "encoder")
+        dec = presents(out, "decoder")
+        if step < FORCED:
+            new = np.full((b, 1), forced[step], np.int64)
+    return logits
+both = rng.standard_normal((2, LONG, HID), dtype=np.float32)
+bmask = np.array([[1] * LONG, [1] * SHORT + [0] * (LONG - SHORT)], np.int64)
+forced = rng.integers(0, V, FORCED)
+lb = decode(both, bmask, forced)
+la = [decode(both[0:1], np.ones((1, LONG), np.int64), forced), decode(both[1:2, :SHORT].copy(), np.ones((1, SHORT), np.int64), forced)]
+for step in range(FORCED + 1):
+    for r in (0, 1):
+        assert np.abs(lb[step][r:r + 1] - la[r][step]).max() < 1e-3
 '''
 
 
@@ -104,8 +144,8 @@ def main():
     report = json.loads(p_out) if (p_out := subprocess.run([BIN, "check", model, "--contract", SPEC, "--format", "json", "--no-fetch"], capture_output=True).stdout) else {}
     rt = report.get("runtime") or {}
     a, b = statistics.median(ours), statistics.median(theirs)
-    print(f"onnx-contract check (static + 2x4 steps + parity): median {a:.2f} s over {args.runs} runs {['%.2f' % x for x in ours]}")
-    print(f"python onnxruntime, same 14 runs:                 median {b:.2f} s over {args.runs} runs {['%.2f' % x for x in theirs]}")
+    print(f"onnx-contract check (static + 2x4 steps + parity + repeat + padded batch): median {a:.2f} s over {args.runs} runs {['%.2f' % x for x in ours]}")
+    print(f"python onnxruntime, same 27 runs:                                         median {b:.2f} s over {args.runs} runs {['%.2f' % x for x in theirs]}")
     print(f"session creation inside onnx-contract: {rt.get('session_seconds', float('nan')):.2f} s; ort {rt.get('ort_version')}")
     steps = rt.get("steps", [])
     print("parity max |diff| per cached step:", [f"{s['parity_max_abs_diff']:.1e}" for s in steps if s.get("parity_max_abs_diff") is not None])

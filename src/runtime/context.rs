@@ -47,6 +47,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) rng: Rng,
     /// `--deep`: the first run's steps on the main session (step, feeds, logits), to re-run at another level.
     pub(crate) recorded: Vec<(usize, Vec<Feed>, ArrayD<f32>)>,
+    /// The folder's encoder session, kept for later encoder runs (padded sources).
+    pub(crate) encoder: Option<Session>,
 }
 
 /// A session on `path` with the job's thread count, at ONNX Runtime's default optimization level.

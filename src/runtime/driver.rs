@@ -124,11 +124,15 @@ fn prepare<'a>(
     let mut enc_len = opts.encoder_len.max(1) as usize;
     // Encoder states: from the real encoder when given, else seeded noise.
     // A with-past decoder takes none itself, but its pair's step 0 does.
+    let mut encoder = None;
     let encoder_states = match (&plan.encoder_hidden_states, &opts.encoder) {
         (_, Some(path)) => {
-            let states = super::encoder::states(env, path, plan, opts, &mut rng)
+            let mut s =
+                open(env, path, opts).map_err(|e| stop(Stage::Encoder, format!("{}: {e}", path.display()), None))?;
+            let states = super::encoder::states_on(&mut s, path, plan, opts, &mut rng)
                 .map(|(_, states)| states)
                 .map_err(|m| stop(Stage::Encoder, m, None))?;
+            encoder = Some(s);
             enc_len = states.shape().get(1).copied().unwrap_or(enc_len);
             Some(states)
         }
@@ -171,6 +175,7 @@ fn prepare<'a>(
         prompt,
         rng,
         recorded: Vec::new(),
+        encoder,
     })
 }
 

@@ -8,6 +8,7 @@ use super::plan::Plan;
 use super::session::{declared_inputs, run};
 use crate::signature::ElemType;
 use ndarray::{ArrayD, IxDyn};
+use ort::session::Session;
 use std::path::Path;
 
 /// Encoder states from a real encoder, and the feeds that produced them: ids
@@ -22,13 +23,24 @@ pub(crate) fn states(
     rng: &mut Rng,
 ) -> Result<(Vec<Feed>, ArrayD<f32>), String> {
     let mut s = open(env, path, opts).map_err(|e| format!("{}: {e}", path.display()))?;
+    states_on(&mut s, path, plan, opts, rng)
+}
+
+/// [`states`] on an open session (kept by the job for its later encoder runs).
+pub(crate) fn states_on(
+    s: &mut Session,
+    path: &Path,
+    plan: &Plan,
+    opts: &Options,
+    rng: &mut Rng,
+) -> Result<(Vec<Feed>, ArrayD<f32>), String> {
     let b = opts.batch.max(1) as usize;
     let len = opts.encoder_len.max(1) as usize;
     let mut feeds = Vec::new();
     // A reference generation feeds the caller's source ids (or features).
     let given = opts.reference.as_ref();
     let len = given.map_or(len, |r| r.ids.len().max(1));
-    for (name, elem, dims) in declared_inputs(&s) {
+    for (name, elem, dims) in declared_inputs(s) {
         // Symbolic axes: batch first, the sequence (or frames) after.
         let shape: Vec<usize> = dims
             .iter()
@@ -68,7 +80,7 @@ pub(crate) fn states(
         let elem = if elem == ElemType::Undefined { ElemType::I64 } else { elem };
         feeds.push(Feed { name, elem, values });
     }
-    let out = run(&mut s, &feeds)?;
+    let out = run(s, &feeds)?;
     let states =
         out.infos.iter().find_map(|i| out.floats.get(&i.name).filter(|a| a.ndim() == 3).cloned()).ok_or_else(|| {
             format!("{}: the encoder returned no [batch, length, hidden] float tensor", path.display())

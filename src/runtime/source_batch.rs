@@ -6,7 +6,7 @@
 //! cross-attention: batch 1 is right, the padded row is not.
 
 use super::checks;
-use super::context::{open, Ctx};
+use super::context::Ctx;
 use super::diagnose::first_line;
 use super::events::{Event, StepIssue};
 use super::feeds::{self, past_zeros, Cache, Feed, StepInput, Uncached, Values};
@@ -37,7 +37,7 @@ fn sources(ctx: &mut Ctx<'_>) -> Result<Option<Sources>, String> {
     let mask: Vec<i64> = (0..2 * LONG).map(|i| i64::from(i < LONG || i - LONG < SHORT)).collect();
     let long: Vec<i64> = (0..LONG).map(|_| ctx.rng.below(plan.vocab - 1)).collect();
     let short: Vec<i64> = (0..SHORT).map(|_| ctx.rng.below(plan.vocab - 1)).collect();
-    let Some(path) = ctx.job.options.encoder.clone() else {
+    let Some(enc) = ctx.encoder.as_mut() else {
         let Some(hidden) = plan.hidden else { return Ok(None) };
         let h = hidden as usize;
         let batch = ArrayD::from_shape_vec(IxDyn(&[2, LONG, h]), (0..2 * LONG * h).map(|_| ctx.rng.normal()).collect())
@@ -46,8 +46,7 @@ fn sources(ctx: &mut Ctx<'_>) -> Result<Option<Sources>, String> {
         let short_alone = batch.slice(s![1..2, 0..SHORT, ..]).to_owned().into_dyn();
         return Ok(Some(Sources { batch, mask, long_alone, short_alone }));
     };
-    let mut enc = open(ctx.env, &path, &ctx.job.options)?;
-    let declared = declared_inputs(&enc);
+    let declared = declared_inputs(enc);
     // Audio encoders take no padding mask (Whisper pads the features itself).
     if declared.iter().any(|(_, elem, _)| elem.is_float()) {
         return Ok(None);
@@ -68,7 +67,7 @@ fn sources(ctx: &mut Ctx<'_>) -> Result<Option<Sources>, String> {
                 }
             })
             .collect();
-        let out = run(&mut enc, &feeds)?;
+        let out = run(enc, &feeds)?;
         out.infos
             .iter()
             .find_map(|i| out.floats.get(&i.name).filter(|a| a.ndim() == 3).cloned())
