@@ -14,7 +14,7 @@ The same runs on both sides, each model's session created once per use:
   merged decoder: encoder once; per step-0 past length (0 and 1) 4 cached
   steps + 3 uncached parity runs (14 decoder runs); step 0 of the first run
   re-run once on the same session (repeatability, bit for bit); then the
-  padded-source batch check: the encoder opened again and run 3 times (batch
+  padded-source batch check: the same encoder session run 3 times (batch
   2 of sources of 7 and 4 tokens, the shorter right-padded with mask zeros;
   the 7 alone; the 4 alone), and 3 decodes (batch 2, row 0 alone, row 1
   alone) of step 0 + 3 teacher-forced cached steps with that encoder mask,
@@ -56,7 +56,7 @@ ids_e = rng.integers(0, V, (1, E), dtype=np.int64)
 mask = np.ones((1, E), np.int64)
 def encode():
     enc = sess("encoder_model.onnx")
-    return enc.run(None, {"input_ids": ids_e, "attention_mask": mask})[0]
+    return enc.run(None, {"input_ids": ids_e, "attention_mask": mask})[0], enc
 def pasts(f, dec, encp):
     for l in range(L):
         f[f"past_key_values.{l}.decoder.key"], f[f"past_key_values.{l}.decoder.value"] = dec[l]
@@ -65,10 +65,9 @@ def pasts(f, dec, encp):
 def presents(out, kind):
     return [(out[f"present.{l}.{kind}.key"], out[f"present.{l}.{kind}.value"]) for l in range(L)]
 
-# Padded-source batch check: the encoder opened again, 3 runs; 3 decodes of
+# Padded-source batch check: the job's encoder session, 3 runs; 3 decodes of
 # step 0 + FORCED teacher-forced cached steps; each row against its run alone.
-def batch_check(decode):
-    enc = sess("encoder_model.onnx")
+def batch_check(decode, enc):
     long, short = rng.integers(0, V - 1, LONG), rng.integers(0, V - 1, SHORT)
     bmask = np.array([[1] * LONG, [1] * SHORT + [0] * (LONG - SHORT)], np.int64)
     ids = np.stack([long, np.concatenate([short, np.full(LONG - SHORT, PAD)])])
@@ -83,7 +82,7 @@ def batch_check(decode):
             assert np.abs(lb[step][r:r + 1] - la[r][step]).max() < 1e-3
 
 # Merged decoder.
-states = encode()
+states, enc = encode()
 m = sess("decoder_model_merged.onnx")
 names = [o.name for o in m.get_outputs()]
 def feeds(ids, flag, dec, encp, st=None, em=None):
@@ -121,10 +120,10 @@ def decode_merged(st, em, forced):
         if step < FORCED:
             new = np.full((b, 1), forced[step], np.int64)
     return logits
-batch_check(decode_merged)
+batch_check(decode_merged, enc)
 
 # Split pair.
-states = encode()
+states, enc = encode()
 d0, dp = sess("decoder_model.onnx"), sess("decoder_with_past_model.onnx")
 n0, npast = [o.name for o in d0.get_outputs()], [o.name for o in dp.get_outputs()]
 tokens = [START]
@@ -149,7 +148,7 @@ def decode_pair(st, em, forced):
         logits.append(out["logits"])
         dec = presents(out, "decoder")
     return logits
-batch_check(decode_pair)
+batch_check(decode_pair, enc)
 '''
 
 
