@@ -104,6 +104,45 @@ pub(crate) fn bound(plan: &Plan) -> super::numeric::Tolerance {
     }
 }
 
+/// (row, step, max |Δ|, relative, greedy agrees) of a batched row against the same row run alone.
+pub(crate) type RowGap = (usize, usize, f64, f64, bool);
+
+/// Every row of a batch of 2 against the same row run alone, step by step
+/// (step-major). A batch that came back with fewer rows is an infinite gap.
+pub(crate) fn against_alone(both: &[ArrayD<f32>], alone: [&[ArrayD<f32>]; 2]) -> Vec<RowGap> {
+    let mut rows = Vec::new();
+    for (step, batch) in both.iter().enumerate() {
+        for (r, alone) in alone.iter().enumerate() {
+            let g = match (batch.shape().first().is_some_and(|&n| n > r), alone.get(step)) {
+                (true, Some(a)) => {
+                    checks::gap(&batch.index_axis(ndarray::Axis(0), r).insert_axis(ndarray::Axis(0)).to_owned(), a)
+                }
+                _ => checks::Gap { abs: f64::INFINITY, rel: f64::INFINITY, greedy_agrees: false },
+            };
+            rows.push((r, step, g.abs, g.rel, g.greedy_agrees));
+        }
+    }
+    rows
+}
+
+/// The three runs of a batch check (the batch, each row alone), or the first error.
+pub(crate) fn all_three<T>(runs: [Result<T, String>; 3]) -> Result<[T; 3], String> {
+    let [a, b, c] = runs;
+    Ok([a?, b?, c?])
+}
+
+/// The batch event of a check that could not run.
+pub(crate) fn not_run(what: &str, e: &str) -> Event {
+    Event::Batch {
+        rows: Vec::new(),
+        issues: vec![super::events::StepIssue::error(
+            crate::finding::Code::BatchPadding,
+            format!("{what} could not run: {}", first_line(e)),
+            None,
+        )],
+    }
+}
+
 /// Two prompts of different lengths in one left-padded batch against each
 /// row run alone, teacher-forced on the same tokens for 3 cached steps.
 pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
@@ -137,50 +176,31 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
         }
         Ok(out)
     };
-    let (alone0, alone1, both) =
-        match (run_batch(vec![long.clone()]), run_batch(vec![short.clone()]), run_batch(vec![long, short])) {
-            (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-            (a, b, c) => {
-                let e = [a.err(), b.err(), c.err()].into_iter().flatten().next().unwrap_or_default();
-                return emit(Event::Batch {
-                    rows: Vec::new(),
-                    issues: vec![super::events::StepIssue::error(
-                        crate::finding::Code::BatchPadding,
-                        format!("a left-padded batch of 2 could not run: {}", first_line(&e)),
-                        None,
-                    )],
-                });
-            }
-        };
+    let runs = [run_batch(vec![long.clone()]), run_batch(vec![short.clone()]), run_batch(vec![long, short])];
+    let [alone0, alone1, both] = match all_three(runs) {
+        Ok(r) => r,
+        Err(e) => return emit(not_run("a left-padded batch of 2", &e)),
+    };
     let bound = bound(plan);
-    let mut rows = Vec::new();
+    let rows = against_alone(&both, [&alone0, &alone1]);
     let mut issues = Vec::new();
-    for step in 0..both.len() {
-        for (r, alone) in [(0usize, &alone0), (1, &alone1)] {
-            let row = both[step].index_axis(ndarray::Axis(0), r).insert_axis(ndarray::Axis(0)).to_owned();
-            let g = checks::gap(&row, &alone[step]);
-            rows.push((r, step, g.abs, g.rel, g.greedy_agrees));
-            if r == 1
-                && bound.exceeded(g.abs, g.rel)
-                && !issues.iter().any(|i: &super::events::StepIssue| i.code == crate::finding::Code::BatchPadding)
-            {
-                let mut i = super::events::StepIssue::error(
-                    crate::finding::Code::BatchPadding,
-                    format!("row 1 of a batch of 2 (left-padded by 2) departs from the same prompt run alone at step {step}: max |Δ| {:.3e} (relative {:.2e}) > tolerance {}", g.abs, g.rel, bound.describe()),
-                    Some(&plan.logits),
-                );
-                if ctx.job.options.gqa {
-                    // Measured, not failed: onnxruntime-genai schedules its own batches.
-                    i.severity = crate::finding::Severity::Warning;
-                }
-                i.cause = Some(match &plan.position_ids {
-                    None if ctx.job.options.gqa => "GroupQueryAttention derives positions and lengths from the attention mask (seqlens_k); left-padded rows fed the Hugging Face way are not what it expects: batch through onnxruntime-genai's own scheduler".into(),
-                    None => "the model takes no position_ids: it derives positions from the past length, so every left-padded row is shifted by its padding".into(),
-                    Some(p) => format!("`{p}` = cumsum(mask) - 1 was fed, yet the padded row differs: the mask or the positions are not honoured inside the graph"),
-                });
-                issues.push(i);
-            }
+    // The padded row; row 0 is not padded.
+    if let Some(&(_, step, abs, rel, _)) = rows.iter().find(|g| g.0 == 1 && bound.exceeded(g.2, g.3)) {
+        let mut i = super::events::StepIssue::error(
+            crate::finding::Code::BatchPadding,
+            format!("row 1 of a batch of 2 (left-padded by 2) departs from the same prompt run alone at step {step}: max |Δ| {abs:.3e} (relative {rel:.2e}) > tolerance {}", bound.describe()),
+            Some(&plan.logits),
+        );
+        if ctx.job.options.gqa {
+            // Measured, not failed: onnxruntime-genai schedules its own batches.
+            i.severity = crate::finding::Severity::Warning;
         }
+        i.cause = Some(match &plan.position_ids {
+            None if ctx.job.options.gqa => "GroupQueryAttention derives positions and lengths from the attention mask (seqlens_k); left-padded rows fed the Hugging Face way are not what it expects: batch through onnxruntime-genai's own scheduler".into(),
+            None => "the model takes no position_ids: it derives positions from the past length, so every left-padded row is shifted by its padding".into(),
+            Some(p) => format!("`{p}` = cumsum(mask) - 1 was fed, yet the padded row differs: the mask or the positions are not honoured inside the graph"),
+        });
+        issues.push(i);
     }
     emit(Event::Batch { rows, issues });
 }

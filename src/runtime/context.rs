@@ -3,12 +3,12 @@
 //! driver and the checks it runs after the cache steps (variants, batches,
 //! deep runs) all read it without importing each other.
 
-use super::feeds::{Feed, Rng};
+use super::feeds::{self, Cache, Feed, Rng, StepInput, Uncached};
 use super::options::{Job, Options};
 use super::session::{declared_inputs, with_threads};
 use ndarray::ArrayD;
 use ort::session::Session;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// A second model and the inputs it declares (feeds are filtered to them).
 pub(crate) struct Side {
@@ -49,6 +49,30 @@ pub(crate) struct Ctx<'a> {
     pub(crate) recorded: Vec<(usize, Vec<Feed>, ArrayD<f32>)>,
     /// The folder's encoder session, kept for later encoder runs (padded sources).
     pub(crate) encoder: Option<Session>,
+}
+
+impl Ctx<'_> {
+    /// Whether step 0 runs on a split pair's no-past decoder.
+    pub(crate) fn has_step0(&self) -> bool {
+        self.step0.is_some() || self.step0_is_no_cache
+    }
+
+    /// The feeds of one step, the session that runs them and its model file:
+    /// step 0 of a split pair on the no-past decoder (the uncached feeds it
+    /// declares), every other step the driven model's cached step.
+    pub(crate) fn step(&mut self, input: &StepInput<'_>, cache: &Cache) -> (Vec<Feed>, &mut Session, PathBuf) {
+        let plan = &self.job.plan;
+        let pair_step0 = input.step == 0 && self.has_step0();
+        let side = if self.step0_is_no_cache { self.no_cache.as_mut() } else { self.step0.as_mut() };
+        match side.filter(|_| pair_step0) {
+            Some(side) => {
+                let how = Uncached::SeparateModel;
+                let all = feeds::uncached(plan, input.new_tokens, input.encoder_states, input.enc_len, how, cache);
+                (side.keep(all), &mut side.session, side.path.clone())
+            }
+            None => (feeds::cached_step(plan, input, cache), &mut self.session, self.job.model.clone()),
+        }
+    }
 }
 
 /// A session on `path` with the job's thread count, at ONNX Runtime's default optimization level.

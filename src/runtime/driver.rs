@@ -183,7 +183,9 @@ fn prepare<'a>(
 fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
     let (plan, opts) = (&ctx.job.plan, &ctx.job.options);
     let mut cache = Cache::empty(plan, dummy);
-    let has_step0 = ctx.step0.is_some() || ctx.step0_is_no_cache;
+    let has_step0 = ctx.has_step0();
+    // Owned for the run: the step routing borrows the job's sessions.
+    let states = ctx.encoder_states.clone();
     if !has_step0 && plan.branch_flag.is_none() && !plan.cross_past.is_empty() {
         // A with-past decoder driven alone: no step 0 gives it a cross past.
         cache.seed_cross(plan, ctx.enc_len, &mut ctx.rng);
@@ -191,30 +193,11 @@ fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
     let mut tokens = ctx.prompt.clone();
     let mut new_tokens = ctx.prompt.clone();
     for step in 0..opts.steps {
-        let input = StepInput {
-            step,
-            new_tokens: &new_tokens,
-            encoder_states: ctx.encoder_states.as_ref(),
-            enc_len: ctx.enc_len,
-        };
+        let input = StepInput { step, new_tokens: &new_tokens, encoder_states: states.as_ref(), enc_len: ctx.enc_len };
         // Step 0 of a split pair runs the no-past decoder on the prompt.
         let pair_step0 = step == 0 && has_step0;
         let cached = input.cached(plan) && !pair_step0;
-        let step0_side = if ctx.step0_is_no_cache { ctx.no_cache.as_mut() } else { ctx.step0.as_mut() };
-        let (feeds, session, model) = match step0_side.filter(|_| pair_step0) {
-            Some(side) => {
-                let all = feeds::uncached(
-                    plan,
-                    &new_tokens,
-                    input.encoder_states,
-                    ctx.enc_len,
-                    Uncached::SeparateModel,
-                    &cache,
-                );
-                (side.keep(all), &mut side.session, side.path.clone())
-            }
-            None => (feeds::cached_step(plan, &input, &cache), &mut ctx.session, ctx.job.model.clone()),
-        };
+        let (feeds, session, model) = ctx.step(&input, &cache);
         emit(Event::Feeds { variant: dummy, step, feeds: feeds.iter().map(Feed::info).collect() });
         inject_fault(step);
 

@@ -5,14 +5,13 @@
 //! encoder) that ignores the encoder mask lets the padding into
 //! cross-attention: batch 1 is right, the padded row is not.
 
-use super::checks;
+use super::batch::{against_alone, all_three, bound, not_run};
 use super::context::Ctx;
-use super::diagnose::first_line;
 use super::events::{Event, StepIssue};
-use super::feeds::{self, past_zeros, Cache, Feed, StepInput, Uncached, Values};
+use super::feeds::{past_zeros, Cache, Feed, StepInput, Values};
 use super::session::{declared_inputs, run};
 use crate::finding::Code;
-use ndarray::{s, ArrayD, Axis, IxDyn};
+use ndarray::{s, ArrayD, IxDyn};
 
 /// Source lengths: the long row and the padded one.
 const LONG: usize = 7;
@@ -89,20 +88,13 @@ fn decode(ctx: &mut Ctx<'_>, states: &ArrayD<f32>, mask: &[i64], forced: &[i64])
     };
     let mut cache =
         Cache { self_past: zeros(&plan.self_past), cross_past: zeros(&plan.cross_past), past_len: dummy as i64 };
-    let has_step0 = ctx.step0.is_some() || ctx.step0_is_no_cache;
+    let has_step0 = ctx.has_step0();
     let mut new: Vec<Vec<i64>> = vec![ctx.prompt[0].clone(); b];
     let mut out = Vec::new();
     for step in 0..=forced.len() {
         let input = StepInput { step, new_tokens: &new, encoder_states: Some(states), enc_len };
         let pair_step0 = step == 0 && has_step0;
-        let side = if ctx.step0_is_no_cache { ctx.no_cache.as_mut() } else { ctx.step0.as_mut() };
-        let (mut feeds, session) = match side.filter(|_| pair_step0) {
-            Some(side) => {
-                let all = feeds::uncached(plan, &new, Some(states), enc_len, Uncached::SeparateModel, &cache);
-                (side.keep(all), &mut side.session)
-            }
-            None => (feeds::cached_step(plan, &input, &cache), &mut ctx.session),
-        };
+        let (mut feeds, session, _) = ctx.step(&input, &cache);
         // The padded row's encoder mask: zeros over its padding.
         for f in feeds.iter_mut().filter(|f| Some(&f.name) == plan.encoder_attention_mask.as_ref()) {
             f.values = Values::Int(ArrayD::from_shape_vec(IxDyn(&[b, enc_len]), mask.to_vec()).expect("shape"));
@@ -124,55 +116,39 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
     if ctx.job.plan.encoder_attention_mask.is_none() {
         return;
     }
-    let failed = |e: String| Event::Batch {
-        rows: Vec::new(),
-        issues: vec![StepIssue::error(
-            Code::BatchPadding,
-            format!("a batch of 2 sources (one padded) could not run: {}", first_line(&e)),
-            None,
-        )],
-    };
+    const WHAT: &str = "a batch of 2 sources (one padded)";
     let src = match sources(ctx) {
         Ok(Some(s)) => s,
         Ok(None) => return,
-        Err(e) => return emit(failed(e)),
+        Err(e) => return emit(not_run(WHAT, &e)),
     };
     let forced: Vec<i64> = (0..FORCED).map(|_| ctx.rng.below(ctx.job.plan.vocab)).collect();
-    let runs = (
+    let runs = [
         decode(ctx, &src.batch, &src.mask, &forced),
         decode(ctx, &src.long_alone, &[1; LONG], &forced),
         decode(ctx, &src.short_alone, &[1; SHORT], &forced),
-    );
-    let (both, alone0, alone1) = match runs {
-        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
-        (a, b, c) => return emit(failed([a.err(), b.err(), c.err()].into_iter().flatten().next().unwrap_or_default())),
+    ];
+    let [both, alone0, alone1] = match all_three(runs) {
+        Ok(r) => r,
+        Err(e) => return emit(not_run(WHAT, &e)),
     };
-    let tolerance = &super::batch::bound(&ctx.job.plan);
-    let mut rows = Vec::new();
+    let tolerance = &bound(&ctx.job.plan);
+    let rows = against_alone(&both, [&alone0, &alone1]);
     let mut issues = Vec::new();
-    for (step, batch) in both.iter().enumerate() {
-        for (r, alone) in [(0usize, &alone0), (1, &alone1)] {
-            let row = batch.index_axis(Axis(0), r).insert_axis(Axis(0)).to_owned();
-            let g = checks::gap(&row, &alone[step]);
-            rows.push((r, step, g.abs, g.rel, g.greedy_agrees));
-            if tolerance.exceeded(g.abs, g.rel) && issues.is_empty() {
-                let mut i = StepIssue::error(
-                    Code::BatchPadding,
-                    format!(
-                        "row {r} of a batch of 2 sources ({LONG} and {SHORT} tokens, the shorter padded to {LONG} with the encoder mask zero over its padding) departs from the same source run alone at step {step}: max |Δ| {:.3e} (relative {:.2e}) > tolerance {}",
-                        g.abs,
-                        g.rel,
-                        tolerance.describe()
-                    ),
-                    Some(&ctx.job.plan.logits),
-                );
-                i.cause = Some(match r {
-                    1 => "the encoder attention mask is not honoured: the padded source positions reach cross-attention (or the encoder's self-attention), so every padded row of a batched translation is wrong while batch 1 is right".into(),
-                    _ => "a row without padding changes when batched: the rows are not independent inside the graph".into(),
-                });
-                issues.push(i);
-            }
-        }
+    if let Some(&(r, step, abs, rel, _)) = rows.iter().find(|g| tolerance.exceeded(g.2, g.3)) {
+        let mut i = StepIssue::error(
+            Code::BatchPadding,
+            format!(
+                "row {r} of a batch of 2 sources ({LONG} and {SHORT} tokens, the shorter padded to {LONG} with the encoder mask zero over its padding) departs from the same source run alone at step {step}: max |Δ| {abs:.3e} (relative {rel:.2e}) > tolerance {}",
+                tolerance.describe()
+            ),
+            Some(&ctx.job.plan.logits),
+        );
+        i.cause = Some(match r {
+            1 => "the encoder attention mask is not honoured: the padded source positions reach cross-attention (or the encoder's self-attention), so every padded row of a batched translation is wrong while batch 1 is right".into(),
+            _ => "a row without padding changes when batched: the rows are not independent inside the graph".into(),
+        });
+        issues.push(i);
     }
     emit(Event::Batch { rows, issues });
 }
