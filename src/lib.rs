@@ -26,65 +26,27 @@
 pub mod caller;
 mod checker;
 pub mod contract;
-pub mod diff;
+pub mod error;
 pub mod exit;
-mod file_buf;
 pub mod finding;
-pub mod fold;
 pub mod folder;
-mod onnx_proto;
+pub mod model;
 pub mod protocol;
-pub mod reader;
 pub mod render;
 mod report;
 pub mod runtime;
 #[cfg(feature = "schema")]
 pub mod schema;
-pub mod signature;
-mod summary;
 
 pub use checker::{Checker, Isolation, DEEP_MAX_STEPS, DEEP_STEPS};
 pub use contract::{Contract, ContractError};
+pub use error::Error;
 pub use finding::{Code, Finding, Severity};
+pub use model::reader::read_usable_signature;
+pub use model::summary::{ModelSummary, PortSummary};
 pub use report::{ContractInfo, FileReport, FolderReport, Params, Report, Verdict, SCHEMA_VERSION};
-pub use summary::{ModelSummary, PortSummary};
 
-use std::path::{Path, PathBuf};
-
-/// Why a model could not be judged at all.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// The model file cannot be read as ONNX.
-    #[error(transparent)]
-    Model(#[from] reader::ModelError),
-    /// The contract file is invalid, or a parameter override names no parameter.
-    #[error(transparent)]
-    Contract(#[from] ContractError),
-    /// The model's external data is missing, short or points outside its folder.
-    #[error("{}: external data: {problems}", path.display())]
-    ExternalData {
-        /// The model file.
-        path: PathBuf,
-        /// Every problem, joined.
-        problems: String,
-    },
-    /// An export folder cannot be listed (or holds no ONNX file).
-    #[error(transparent)]
-    Folder(#[from] folder::FolderError),
-    /// A folder's config.json or generation_config.json is unreadable.
-    #[error(transparent)]
-    Config(#[from] folder::config::ConfigError),
-    /// [`Checker::run`] was called without a contract.
-    #[error("no contract to check against: give the checker a contract")]
-    NoContract,
-    /// A runtime check was asked of a build without the `runtime` feature.
-    #[error("this build of onnx-contract has no `runtime` feature: only the static check is available")]
-    RuntimeFeature,
-    /// Something in this process failed (not the model's fault).
-    #[error("internal error: {0}")]
-    Internal(String),
-}
+use std::path::Path;
 
 /// The static check in one call, for an application that wants to refuse a
 /// wrong model at start-up: reads the signature (no weights), loads the
@@ -93,17 +55,6 @@ pub fn check_files(model: &Path, contract_path: &Path, params: &[(String, i64)])
     let contract = contract::load(contract_path, params)?;
     let sig = read_usable_signature(model)?;
     Ok(contract::check(&sig, &contract))
-}
-
-/// The signature of a model that can actually be loaded: its external-data
-/// references are checked too (a model whose weights are missing is unusable).
-pub fn read_usable_signature(model: &Path) -> Result<signature::Signature, Error> {
-    let sig = reader::read_signature(model)?;
-    let problems = reader::external_data_problems(model, &sig);
-    if !problems.is_empty() {
-        return Err(Error::ExternalData { path: model.to_path_buf(), problems: problems.join("; ") });
-    }
-    Ok(sig)
 }
 
 /// Call first thing in `main` of any program that runs the runtime check in

@@ -3,7 +3,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use onnx_contract::contract::{ContractError, ContractErrorKind};
 use onnx_contract::exit;
-use onnx_contract::reader::{external_data_problems, read_signature, ModelError};
+use onnx_contract::model::reader::{external_data_problems, read_signature, ModelError};
 use onnx_contract::render::{json, table, Github, Human, Json, Junit, Renderer, Sarif};
 use onnx_contract::{Checker, Code, Contract, Verdict};
 use std::io::Write;
@@ -360,7 +360,7 @@ fn run(cli: Cli) -> Result<i32, Fail> {
         }
         Command::Diff { a, b } => {
             let (sa, sb) = (read_signature(&a)?, read_signature(&b)?);
-            let d = onnx_contract::diff::diff(&sa, &sb);
+            let d = onnx_contract::model::diff::diff(&sa, &sb);
             if json_out {
                 emit(&json::to_text(&json::diff(&display(&a), &display(&b), &d)));
             } else {

@@ -6,8 +6,8 @@ use crate::contract::Contract;
 use crate::finding::{Finding, Severity};
 use crate::folder::config::Size;
 use crate::folder::roles::Role;
+use crate::model::summary::ModelSummary;
 use crate::runtime::RuntimeReport;
-use crate::summary::ModelSummary;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

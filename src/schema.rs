@@ -3,8 +3,8 @@
 //! `tests/schemas.rs` keeps the committed copies in `schemas/` in sync.
 
 use crate::finding::Code;
+use crate::model::signature::{Dim, ElemType};
 use crate::report::Params;
-use crate::signature::{Dim, ElemType};
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use std::borrow::Cow;
 
@@ -62,7 +62,7 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
     vec![
         ("report.schema.json", doc(schemars::schema_for!(crate::report::Report))),
         ("folder-report.schema.json", doc(schemars::schema_for!(crate::report::FolderReport))),
-        ("signature.schema.json", doc(schemars::schema_for!(crate::summary::ModelSummary))),
+        ("signature.schema.json", doc(schemars::schema_for!(crate::model::summary::ModelSummary))),
         ("folder-summary.schema.json", doc(schemars::schema_for!(crate::folder::FolderSummary))),
         ("contract.schema.json", doc(schemars::schema_for!(crate::contract::spec::ContractFile))),
         ("protocol.schema.json", doc(schemars::schema_for!(crate::protocol::Protocol))),

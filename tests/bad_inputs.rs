@@ -114,11 +114,11 @@ fn a_real_model_truncated_anywhere_is_an_error_never_a_panic() {
     // 400 cut points across the whole file, plus the first 64 bytes one by one.
     let mut cuts: Vec<usize> = (1..64).collect();
     cuts.extend((0..400).map(|i| i * bytes.len() / 400).filter(|&c| c > 0));
-    let full = onnx_contract::reader::read_signature(&model(GPT2)).unwrap();
+    let full = onnx_contract::model::reader::read_signature(&model(GPT2)).unwrap();
     let mut errors = 0;
     for cut in &cuts {
         std::fs::write(&path, &bytes[..*cut]).unwrap();
-        match onnx_contract::reader::read_signature(&path) {
+        match onnx_contract::model::reader::read_signature(&path) {
             Err(e) => {
                 let msg = e.to_string();
                 assert!(msg.contains("truncated.onnx"), "{msg}");

@@ -4,10 +4,10 @@
 mod common;
 use common::*;
 use onnx_contract::contract::{self, check};
-use onnx_contract::diff::{diff, Change};
 use onnx_contract::finding::{Code, Severity};
-use onnx_contract::reader::read_signature;
-use onnx_contract::signature::{Dim, ElemType, ValueType};
+use onnx_contract::model::diff::{diff, Change};
+use onnx_contract::model::reader::read_signature;
+use onnx_contract::model::signature::{Dim, ElemType, ValueType};
 use onnx_contract::Verdict;
 use std::path::Path;
 

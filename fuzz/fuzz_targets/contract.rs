@@ -5,11 +5,11 @@ use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 use std::sync::OnceLock;
 
-fn signature() -> &'static onnx_contract::signature::Signature {
-    static SIG: OnceLock<onnx_contract::signature::Signature> = OnceLock::new();
+fn signature() -> &'static onnx_contract::model::signature::Signature {
+    static SIG: OnceLock<onnx_contract::model::signature::Signature> = OnceLock::new();
     SIG.get_or_init(|| {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/marian-tiny/decoder_model_merged.onnx");
-        onnx_contract::reader::read_signature(&path).expect("fixture model")
+        onnx_contract::model::reader::read_signature(&path).expect("fixture model")
     })
 }
 

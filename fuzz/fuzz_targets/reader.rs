@@ -3,7 +3,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(sig) = onnx_contract::reader::signature_from_bytes(data) {
+    if let Ok(sig) = onnx_contract::model::reader::signature_from_bytes(data) {
         // Rendering must cope with whatever was read.
         let _ = onnx_contract::render::table::signature("fuzz.onnx", &sig, false);
         let _ = onnx_contract::render::json::signature("fuzz.onnx", &sig, Vec::new()).to_string();

@@ -5,9 +5,9 @@
 
 use super::trace::TensorRecord;
 use crate::finding::{Code, Finding, Severity};
-use crate::fold::fold_names;
+use crate::model::fold::fold_names;
+use crate::model::signature::{Dim, Signature};
 use crate::runtime::plan::{Family, Plan};
-use crate::signature::{Dim, Signature};
 use std::collections::BTreeMap;
 
 /// What the guard knows of one tensor: dtype, shape, digest, small values.
@@ -54,7 +54,7 @@ impl FeedGuard {
 
     /// A guard for one model file: its signature (no weights read) and the
     /// plan of its family's protocol, from the folder around it.
-    pub fn for_file(path: &std::path::Path) -> Result<Self, crate::Error> {
+    pub fn for_file(path: &std::path::Path) -> Result<Self, crate::error::Error> {
         use crate::folder::layout::Layout;
         let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
         let layout = Layout::read(dir, Some(path), None).or_else(|_| Layout::single(path, None))?;
@@ -62,7 +62,7 @@ impl FeedGuard {
             .entries
             .iter()
             .find(|e| e.file.path == path)
-            .ok_or_else(|| crate::Error::Internal(format!("{}: not found in its folder", path.display())))?;
+            .ok_or_else(|| crate::error::Error::Internal(format!("{}: not found in its folder", path.display())))?;
         let plan =
             layout.contract_for(e).and_then(|c| c.ok()).and_then(|c| crate::runtime::plan::build(&e.sig, &c, 1).ok());
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -296,7 +296,7 @@ fn signature_rules(sig: &Signature, feeds: &Tensors) -> Vec<Finding> {
     // A past's symbols are bound by what the protocol feeds (an empty dummy at
     // step 0 shares `encoder_sequence_length` with the mask): only the batch
     // axis binds across pasts and the other inputs.
-    let is_past = |n: &str| crate::runtime::plan::is_past_name(n);
+    let is_past = |n: &str| crate::model::names::is_past_name(n);
     let mut out = Vec::new();
     let extra: Vec<String> = feeds.keys().filter(|n| sig.input(n).is_none()).cloned().collect();
     if !extra.is_empty() {

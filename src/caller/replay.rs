@@ -114,8 +114,8 @@ fn first_departures(findings: Vec<Finding>) -> Vec<Finding> {
 }
 
 /// Replays `trace` against the model at `path` (a file or an export folder).
-pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<ReplayReport, crate::Error> {
-    let calls = trace::read(trace_path).map_err(|e| crate::Error::Internal(e.to_string()))?;
+pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<ReplayReport, crate::error::Error> {
+    let calls = trace::read(trace_path).map_err(|e| crate::error::Error::Internal(e.to_string()))?;
     let layout = if path.is_dir() {
         Layout::read(path, None, None)?
     } else {

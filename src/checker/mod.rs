@@ -5,11 +5,11 @@
 mod folder;
 
 use crate::contract::{self, Contract};
+use crate::error::Error;
 use crate::finding::{any_error, Code, Finding, Severity};
+use crate::model::summary::ModelSummary;
 use crate::report::{ContractInfo, Report};
 use crate::runtime::{compat, RuntimeReport};
-use crate::summary::ModelSummary;
-use crate::Error;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -257,7 +257,7 @@ impl Checker {
         match &self.contract {
             Some(contract) => {
                 // A model whose weights cannot be found is unusable: say so before any check.
-                let sig = crate::read_usable_signature(model)?;
+                let sig = crate::model::reader::read_usable_signature(model)?;
                 let setup = Setup {
                     encoder: self.encoder.clone(),
                     no_cache_model: self.no_cache_model.clone(),
@@ -281,7 +281,7 @@ impl Checker {
         &self,
         model: &Path,
         shown: &str,
-        sig: &crate::signature::Signature,
+        sig: &crate::model::signature::Signature,
         contract: &Contract,
         setup: &Setup,
         mut findings: Vec<Finding>,
@@ -290,7 +290,7 @@ impl Checker {
         // Decoder-only without position_ids: positions follow the past length inside
         // the graph, right at batch 1 and shifted for every left-padded row.
         let decoder_only = sig.input("encoder_hidden_states").is_none()
-            && sig.inputs.iter().any(|p| crate::runtime::plan::is_past_name(&p.name))
+            && sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name))
             && !sig.inputs.iter().any(|p| p.name.contains(".encoder."));
         if decoder_only && sig.input("attention_mask").is_some() && sig.input("position_ids").is_none() {
             findings.push(Finding::warning(
@@ -321,7 +321,7 @@ impl Checker {
     fn run_runtimes(
         &self,
         _model: &Path,
-        _sig: &crate::signature::Signature,
+        _sig: &crate::model::signature::Signature,
         _contract: &Contract,
         _setup: &Setup,
         _findings: &mut Vec<Finding>,
@@ -333,13 +333,13 @@ impl Checker {
     fn run_runtimes(
         &self,
         model: &Path,
-        sig: &crate::signature::Signature,
+        sig: &crate::model::signature::Signature,
         contract: &Contract,
         setup: &Setup,
         findings: &mut Vec<Finding>,
     ) -> Result<Vec<RuntimeReport>, Error> {
         use crate::runtime::{child, locate, options, plan};
-        if !sig.inputs.iter().any(|p| crate::runtime::plan::is_past_name(&p.name)) {
+        if !sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name)) {
             // A decoder without past inputs has no cache to drive (a split
             // pair's step-0 half, or an encoder): the static check is its check.
             findings.push(Finding::new(
@@ -402,7 +402,7 @@ impl Checker {
                     .input(&plan.input_ids)
                     .and_then(|p| p.ty.tensor_parts())
                     .and_then(|(_, d)| d.and_then(|d| d.first().cloned()))
-                    .is_some_and(|d| !matches!(d, crate::signature::Dim::Fixed(_))),
+                    .is_some_and(|d| !matches!(d, crate::model::signature::Dim::Fixed(_))),
             ..Default::default()
         };
         let mut reports = Vec::new();

@@ -3,8 +3,8 @@
 use super::{Contract, DimRule, TensorRule, Term};
 use crate::contract::spec::Policy;
 use crate::finding::{Code, Finding, Severity};
-use crate::fold::fold_members;
-use crate::signature::{shape_label, Dim, Port, Signature};
+use crate::model::fold::fold_members;
+use crate::model::signature::{shape_label, Dim, Port, Signature};
 use std::collections::HashMap;
 
 /// Compares a model's signature with a contract. Findings come in reading

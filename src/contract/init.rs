@@ -2,8 +2,8 @@
 //! `{layer}` templates, model sizes lifted into `params`, dim symbols into
 //! variables pinned to the exact names the export used.
 
-use crate::fold::fold;
-use crate::signature::{Dim, Port, Signature};
+use crate::model::fold::fold;
+use crate::model::signature::{Dim, Port, Signature};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -319,14 +319,14 @@ fn layer_template(label: &str, layers: Option<i64>) -> Option<String> {
         };
         values == Some((0..layers).collect())
     };
-    let segs = crate::fold::label_segments(label);
+    let segs = crate::model::fold::label_segments(label);
     let at = segs.iter().position(|s| every_layer(s))?;
     let out: Vec<&str> = segs.iter().enumerate().map(|(i, s)| if i == at { "{layer}" } else { s }).collect();
     Some(out.join("."))
 }
 
 fn has_number_group(label: &str) -> bool {
-    crate::fold::label_segments(label)
+    crate::model::fold::label_segments(label)
         .iter()
         .any(|s| s.starts_with('{') && s[1..].starts_with(|c: char| c.is_ascii_digit()))
 }

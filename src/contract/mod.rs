@@ -7,47 +7,13 @@ pub mod init;
 pub mod spec;
 mod template;
 
-use crate::signature::ElemType;
+use crate::model::signature::ElemType;
 use spec::{ContractFile, DimSpecRaw, Policy};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+pub use crate::error::{ContractError, ContractErrorKind};
 pub use check::check;
-
-/// A contract mistake, always with the file and, when known, line and column.
-#[derive(Debug, thiserror::Error)]
-#[error("{}{}: {message}", path.display(), location(*line, *column))]
-#[non_exhaustive]
-pub struct ContractError {
-    /// The contract file.
-    pub path: PathBuf,
-    /// 1-based line, when known.
-    pub line: Option<u64>,
-    /// 1-based column, when known.
-    pub column: Option<u64>,
-    /// What is wrong.
-    pub message: String,
-    /// Whether the file is wrong or a parameter override names no parameter.
-    pub kind: ContractErrorKind,
-}
-
-/// What kind of mistake a [`ContractError`] is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ContractErrorKind {
-    /// The contract file itself (syntax, unknown keys, bad values).
-    Invalid,
-    /// A parameter override names a parameter the contract does not have.
-    UnknownParam,
-}
-
-fn location(line: Option<u64>, column: Option<u64>) -> String {
-    match (line, column) {
-        (Some(l), Some(c)) => format!(":{l}:{c}"),
-        (Some(l), None) => format!(":{l}"),
-        _ => String::new(),
-    }
-}
 
 /// A validated contract with templates expanded and parameters resolved.
 #[derive(Debug, Clone)]

@@ -3,10 +3,11 @@
 //! Read as plain JSON: a config from any transformers version (or a hand-made
 //! one) yields what it states and nothing is guessed.
 
+pub use crate::error::ConfigError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One size and where it came from (`config.json: d_model`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,16 +45,6 @@ pub struct SlidingWindow {
     /// The windowed layers (from `layer_types` or `max_window_layers`); every layer when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layers: Option<Vec<usize>>,
-}
-
-/// Why a config file could not be read.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {message}", path.display())]
-pub struct ConfigError {
-    /// The file.
-    pub path: PathBuf,
-    /// What is wrong, with line and column for JSON syntax.
-    pub message: String,
 }
 
 /// Our size names and the config keys that state them, first match wins.
@@ -195,6 +186,7 @@ impl Size {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn folder(name: &str) -> ModelConfig {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models").join(name);

@@ -4,7 +4,7 @@
 use super::roles::Role;
 use super::sizes::from_model;
 use crate::finding::{Code, Finding};
-use crate::signature::{Dim, Signature};
+use crate::model::signature::{Dim, Signature};
 
 /// One file as the cross-file checks see it.
 pub struct Member<'a> {
@@ -97,7 +97,7 @@ mod tests {
         crate::folder::discover(&dir)
             .unwrap()
             .into_iter()
-            .map(|f| (f.rel.clone(), crate::reader::read_signature(&f.path).unwrap()))
+            .map(|f| (f.rel.clone(), crate::model::reader::read_signature(&f.path).unwrap()))
             .collect()
     }
 

@@ -7,7 +7,7 @@
 use super::config::Size;
 use super::roles::Role;
 use crate::contract::{builtin, parse, Contract, ContractError, DimRule};
-use crate::signature::Signature;
+use crate::model::signature::Signature;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -112,7 +112,7 @@ fn cache_slot(name: &str) -> Option<(i64, &'static str, bool)> {
 /// slot (layer, key or value, self or cross).
 pub fn rename_cache(c: &mut Contract, sig: &Signature) {
     let pasts: Vec<&str> =
-        sig.inputs.iter().map(|p| p.name.as_str()).filter(|n| crate::runtime::plan::is_past_name(n)).collect();
+        sig.inputs.iter().map(|p| p.name.as_str()).filter(|n| crate::model::names::is_past_name(n)).collect();
     if pasts.is_empty() || pasts.iter().any(|n| n.starts_with("past_key_values")) {
         return;
     }
@@ -158,7 +158,7 @@ mod tests {
             let config = ModelConfig::read(&root.join(folder)).unwrap().unwrap();
             let fam = family(config.model_type.as_deref(), true);
             for f in crate::folder::discover(&root.join(folder)).unwrap() {
-                let sig = crate::reader::read_signature(&f.path).unwrap();
+                let sig = crate::model::reader::read_signature(&f.path).unwrap();
                 let role = role_of(&sig);
                 let contract = for_role(role, fam, &config.sizes).unwrap().unwrap();
                 let findings = crate::contract::check(&sig, &contract);
@@ -169,7 +169,8 @@ mod tests {
         // Incident 1's 15-input file, judged as what it is (a with-past decoder):
         // the 12 encoder pasts are missing, named and folded.
         let config = ModelConfig::read(&root.join("marian-15-inputs")).unwrap().unwrap();
-        let sig = crate::reader::read_signature(&root.join("marian-15-inputs/decoder_model_merged.onnx")).unwrap();
+        let sig =
+            crate::model::reader::read_signature(&root.join("marian-15-inputs/decoder_model_merged.onnx")).unwrap();
         let c = for_role(role_of(&sig), "marian-decoder-merged", &config.sizes).unwrap().unwrap();
         let findings = crate::contract::check(&sig, &c);
         assert!(

@@ -3,6 +3,7 @@
 //! follows no directory link (a link out of the folder is never walked) but
 //! accepts file links (hub caches are made of them).
 
+pub use crate::error::FolderError;
 use std::path::{Path, PathBuf};
 
 /// Suffixes converters append for numeric variants (`decoder_model_merged_fp16.onnx`).
@@ -20,26 +21,6 @@ pub struct FoundFile {
     pub base: String,
     /// The variant suffix, when there is one (`fp16`, `quantized`, …).
     pub variant: Option<String>,
-}
-
-/// Why a folder could not be listed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum FolderError {
-    /// The path cannot be read as a directory.
-    #[error("{}: cannot read the folder: {source}", path.display())]
-    Io {
-        /// The folder.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// No `.onnx` file in the folder or its `onnx/` subfolder.
-    #[error("{}: no .onnx file in this folder or in its onnx/ subfolder", path.display())]
-    Empty {
-        /// The folder.
-        path: PathBuf,
-    },
 }
 
 /// `decoder_model_merged_fp16` → (`decoder_model_merged`, `fp16`).

@@ -159,7 +159,7 @@ mod tests {
         assert_eq!(g.config.get("head_dim"), Some(16));
         assert_eq!(g.config.sizes["kv_heads"].source, "genai_config.json: model.decoder.num_key_value_heads");
         let c = g.contract(&g.config.sizes).unwrap();
-        let sig = crate::reader::read_signature(&dir("llama-genai").join("model.onnx")).unwrap();
+        let sig = crate::model::reader::read_signature(&dir("llama-genai").join("model.onnx")).unwrap();
         let errors: Vec<_> =
             crate::contract::check(&sig, &c).into_iter().filter(|f| f.severity == crate::Severity::Error).collect();
         assert!(errors.is_empty(), "{errors:#?}");

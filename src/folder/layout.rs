@@ -7,9 +7,9 @@ use super::config::{ModelConfig, Size};
 use super::genai::GenaiConfig;
 use super::{contracts, discover, roles::role_of, sizes, FoundFile, Role};
 use crate::contract::{Contract, ContractError};
+use crate::error::Error;
 use crate::finding::Finding;
-use crate::signature::Signature;
-use crate::Error;
+use crate::model::signature::Signature;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -64,14 +64,14 @@ impl Layout {
     pub fn read(dir: &Path, only: Option<&Path>, forced: Option<&str>) -> Result<Layout, Error> {
         let mut entries = Vec::new();
         for file in discover(dir)? {
-            let sig = crate::read_usable_signature(&file.path)?;
+            let sig = crate::model::reader::read_usable_signature(&file.path)?;
             let role = role_of(&sig);
             entries.push(Entry { file, sig, role });
         }
         if let Some(only) = only {
             // A single file checked on its own still sees its siblings (encoder, pair).
             if !entries.iter().any(|e| e.file.path == only) {
-                let sig = crate::read_usable_signature(only)?;
+                let sig = crate::model::reader::read_usable_signature(only)?;
                 let name = only.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 let stem = name.strip_suffix(".onnx").unwrap_or(&name);
                 let (base, variant) = crate::folder::discover::split_variant(stem);
@@ -97,7 +97,7 @@ impl Layout {
     /// One file judged alone (its folder holds broken neighbours).
     pub fn single(model: &Path, forced: Option<&str>) -> Result<Layout, Error> {
         let dir = model.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let sig = crate::read_usable_signature(model)?;
+        let sig = crate::model::reader::read_usable_signature(model)?;
         let role = role_of(&sig);
         let file = FoundFile {
             path: model.to_path_buf(),

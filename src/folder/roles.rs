@@ -1,7 +1,7 @@
 //! A file's role, read from its signature (file names are only a hint):
 //! what a caller must feed it and when.
 
-use crate::signature::{ElemType, Signature};
+use crate::model::signature::{ElemType, Signature};
 use serde::{Deserialize, Serialize};
 
 /// What a file is in an export.
@@ -47,7 +47,7 @@ impl std::fmt::Display for Role {
     }
 }
 
-use crate::runtime::plan::is_past_name;
+use crate::model::names::is_past_name;
 
 /// A cross-attention past (seq2seq): optimum's `.encoder.`, or `cross` in the name.
 fn is_cross_name(name: &str) -> bool {
@@ -83,7 +83,7 @@ mod tests {
 
     fn role(rel: &str) -> Role {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models").join(rel);
-        role_of(&crate::reader::read_signature(&path).unwrap())
+        role_of(&crate::model::reader::read_signature(&path).unwrap())
     }
 
     #[test]
@@ -102,6 +102,6 @@ mod tests {
         assert_eq!(role("marian-15-inputs/decoder_model_merged.onnx"), Role::DecoderWithPast);
         assert_eq!(role("marian-pair-baked-past/decoder_with_past_model.onnx"), Role::DecoderWithPast);
         let toy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/odd_types.onnx");
-        assert_eq!(role_of(&crate::reader::read_signature(&toy).unwrap()), Role::Unknown);
+        assert_eq!(role_of(&crate::model::reader::read_signature(&toy).unwrap()), Role::Unknown);
     }
 }

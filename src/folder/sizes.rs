@@ -6,7 +6,7 @@
 use super::config::{ModelConfig, Size};
 use crate::contract::init::infer_params;
 use crate::finding::{Code, Finding};
-use crate::signature::{Dim, Signature};
+use crate::model::signature::{Dim, Signature};
 use std::collections::BTreeMap;
 
 /// What a signature fixes, by size name, with the tensor that says it.
@@ -85,7 +85,7 @@ mod tests {
 
     fn load(folder: &str, file: &str) -> (ModelConfig, Signature) {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models").join(folder);
-        (ModelConfig::read(&dir).unwrap().unwrap(), crate::reader::read_signature(&dir.join(file)).unwrap())
+        (ModelConfig::read(&dir).unwrap().unwrap(), crate::model::reader::read_signature(&dir.join(file)).unwrap())
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use super::config::{ModelConfig, Size};
 use super::discover::discover;
 use super::roles::{role_of, Role};
-use crate::summary::ModelSummary;
+use crate::model::summary::ModelSummary;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -40,7 +40,7 @@ pub struct FolderSummary {
 }
 
 /// Lists, reads and classifies every ONNX file of `dir` (no weights are read).
-pub fn summarize(dir: &Path) -> Result<FolderSummary, crate::Error> {
+pub fn summarize(dir: &Path) -> Result<FolderSummary, crate::error::Error> {
     let mut config = ModelConfig::read(dir)?.unwrap_or_default();
     // genai_config.json, written with the model by its exporter, wins where both state a size.
     if let Some(g) = super::genai::GenaiConfig::read(dir)? {
@@ -49,8 +49,8 @@ pub fn summarize(dir: &Path) -> Result<FolderSummary, crate::Error> {
     }
     let mut files = Vec::new();
     for f in discover(dir)? {
-        let sig = crate::reader::read_signature(&f.path)?;
-        let problems = crate::reader::external_data_problems(&f.path, &sig);
+        let sig = crate::model::reader::read_signature(&f.path)?;
+        let problems = crate::model::reader::external_data_problems(&f.path, &sig);
         files.push(FileSummary {
             path: f.rel.clone(),
             role: role_of(&sig),

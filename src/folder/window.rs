@@ -6,7 +6,7 @@
 
 use super::config::SlidingWindow;
 use crate::finding::{Code, Finding};
-use crate::signature::Signature;
+use crate::model::signature::Signature;
 
 /// The finding when the graph's GroupQueryAttention windows do not implement
 /// `window` (graphs without GroupQueryAttention are left to the runtime probe).
@@ -51,7 +51,7 @@ mod tests {
 
     fn sig(folder: &str) -> Signature {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("models").join(folder).join("model.onnx");
-        crate::reader::read_signature(&root).unwrap()
+        crate::model::reader::read_signature(&root).unwrap()
     }
 
     #[test]

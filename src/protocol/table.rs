@@ -4,11 +4,11 @@
 //! `prompt_len`, `past_len`, `enc_len`, the concrete shapes at steps 0–2 and
 //! where its value comes from.
 
-use crate::fold::fold;
 use crate::folder::layout::{Entry, Layout};
 use crate::folder::Role;
+use crate::model::fold::fold;
+use crate::model::signature::Dim;
 use crate::runtime::plan::{self, Family, Plan};
-use crate::signature::Dim;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -239,7 +239,7 @@ fn rows(
                         plan.self_past.iter().chain(&plan.cross_past).find(|c| &c.past == n).map(|c| c.present.clone())
                     })
                     .collect();
-                crate::fold::fold_names(&ps).join(", ")
+                crate::model::fold::fold_names(&ps).join(", ")
             } else {
                 String::new()
             };
@@ -330,7 +330,7 @@ fn rules(plan: &Plan, form: &str, e: &Entry) -> Vec<String> {
 }
 
 /// The protocol of every drivable decoder form of the folder (or file) at `path`.
-pub fn describe(path: &Path) -> Result<Protocol, crate::Error> {
+pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
     let layout = if path.is_dir() {
         Layout::read(path, None, None)?
     } else {

@@ -1,9 +1,9 @@
 //! JSON documents (one per command, on stdout), all serde-derived from the
 //! library's types.
 
-use crate::diff::{Change, Diff};
-use crate::signature::Signature;
-use crate::summary::ModelSummary;
+use crate::model::diff::{Change, Diff};
+use crate::model::signature::Signature;
+use crate::model::summary::ModelSummary;
 use serde::Serialize;
 use serde_json::{json, Value};
 

@@ -1,14 +1,14 @@
 //! Human-readable tables (comfy-table).
 
 use super::human_size;
-use crate::diff::{Change, Diff};
 use crate::finding::{Finding, Severity};
-use crate::fold::fold;
 use crate::folder::FolderSummary;
+use crate::model::diff::{Change, Diff};
+use crate::model::fold::fold;
+use crate::model::signature::{shape_label, Signature};
+use crate::model::summary::{ModelSummary, PortSummary};
 use crate::report::{FolderReport, Report, Verdict};
 use crate::runtime::report::{RuntimeReport, StepRow};
-use crate::signature::{shape_label, Signature};
-use crate::summary::{ModelSummary, PortSummary};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use std::fmt::Write;
 
@@ -134,7 +134,7 @@ fn ports_table(title: &str, ports: &[PortSummary], unfold: bool, status: Option<
         })
         .collect();
     let groups = if unfold {
-        (0..keyed.len()).map(|i| crate::fold::Group { label: keyed[i].0.clone(), members: vec![i] }).collect()
+        (0..keyed.len()).map(|i| crate::model::fold::Group { label: keyed[i].0.clone(), members: vec![i] }).collect()
     } else {
         fold(&keyed)
     };

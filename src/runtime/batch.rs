@@ -11,7 +11,7 @@ use super::events::Event;
 use super::feeds::{Feed, Values};
 use super::plan::Plan;
 use super::session::run;
-use crate::signature::ElemType;
+use crate::model::signature::ElemType;
 use ndarray::{ArrayD, IxDyn};
 
 /// One left-padded batch: each row's real tokens, padded to the longest.
@@ -37,7 +37,7 @@ pub(crate) fn padded_step(
     batch: &Padded,
     new: &[Vec<i64>],
     past_len: usize,
-    pasts: &[(String, crate::signature::ElemType, ArrayD<f32>)],
+    pasts: &[(String, crate::model::signature::ElemType, ArrayD<f32>)],
     pad_token: i64,
 ) -> Vec<Feed> {
     let b = new.len();
@@ -212,7 +212,7 @@ mod tests {
     #[test]
     fn left_padding_masks_the_pad_and_positions_count_real_tokens() {
         let plan_path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/gpt2-tiny/model.onnx");
-        let sig = crate::reader::read_signature(&plan_path).unwrap();
+        let sig = crate::model::reader::read_signature(&plan_path).unwrap();
         let c = crate::contract::builtin::load(
             "gpt2",
             &[("layers".into(), 2), ("heads".into(), 4), ("head_dim".into(), 8), ("vocab".into(), 1000)],

@@ -2,7 +2,7 @@
 //! that needs a newer runtime is named before anything runs.
 
 use crate::finding::{Code, Finding};
-use crate::signature::Signature;
+use crate::model::signature::Signature;
 
 /// How a row of [`TABLE`] is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

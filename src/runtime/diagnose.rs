@@ -6,7 +6,7 @@ use super::feeds::{Feed, Values};
 use super::graph_edit;
 use super::options::Options;
 use super::session::{run, with_threads};
-use crate::signature::ElemType;
+use crate::model::signature::ElemType;
 use ort::session::Session;
 use std::path::Path;
 
@@ -234,8 +234,8 @@ pub(crate) fn first_non_finite(
                     ranges.push(format!("{i} (a weight)"));
                 }
             }
-            let float16 = feeds.iter().any(|f| f.elem == crate::signature::ElemType::F16)
-                || out.infos.iter().any(|i| i.dtype == crate::signature::ElemType::F16);
+            let float16 = feeds.iter().any(|f| f.elem == crate::model::signature::ElemType::F16)
+                || out.infos.iter().any(|i| i.dtype == crate::model::signature::ElemType::F16);
             let remedy = if float16 {
                 format!("; a float16 overflow (max 65504): keep this {} in float32 when converting (onnxconverter-common node_block_list / op_block_list)", n.op_type)
             } else {

@@ -12,7 +12,7 @@ use super::feeds::{self, Cache, Feed, Rng, StepInput, Uncached};
 use super::options::Job;
 use super::plan::Plan;
 use super::session::run;
-use crate::signature::ElemType;
+use crate::model::signature::ElemType;
 use ndarray::{ArrayD, IxDyn};
 use std::time::Instant;
 

@@ -6,7 +6,7 @@ use super::feeds::{self, Feed, Rng};
 use super::options::Options;
 use super::plan::Plan;
 use super::session::{declared_inputs, run};
-use crate::signature::ElemType;
+use crate::model::signature::ElemType;
 use ndarray::{ArrayD, IxDyn};
 use ort::session::Session;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! own enums, serialised by serde, never strings compared later.
 
 use crate::finding::{Code, Severity};
-use crate::signature::ElemType;
+use crate::model::signature::ElemType;
 use serde::{Deserialize, Serialize};
 
 /// A generation's new token ids and, per token, the five highest `(id, logit)`.

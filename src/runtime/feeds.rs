@@ -5,7 +5,7 @@
 
 use super::events::TensorInfo;
 use super::plan::{Family, Plan};
-use crate::signature::ElemType;
+use crate::model::signature::ElemType;
 use ndarray::{ArrayD, IxDyn};
 use std::collections::HashMap;
 

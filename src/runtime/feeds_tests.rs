@@ -26,7 +26,7 @@ fn tiny_contract(spec: &str) -> Contract {
 }
 
 fn plan_for(model: &str, spec: &str) -> Plan {
-    let sig = crate::reader::read_signature(&root().join("models").join(model)).unwrap();
+    let sig = crate::model::reader::read_signature(&root().join("models").join(model)).unwrap();
     plan::build(&sig, &tiny_contract(spec), 1).unwrap_or_else(|e| panic!("{model}: {e}"))
 }
 

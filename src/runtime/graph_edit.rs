@@ -8,7 +8,7 @@
 //! taken branch is lifted into the main graph in place of its `If` node;
 //! it reads outer-scope names, which the main graph still provides.
 
-use crate::onnx_proto as pb;
+use crate::model::onnx_proto as pb;
 use prost::Message;
 use std::collections::HashSet;
 use std::ops::Range;

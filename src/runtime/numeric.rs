@@ -4,7 +4,7 @@
 //! mantissa of float16, activation ranges that dynamic quantization measures
 //! per call. A gap beyond what the form explains is a cache bug.
 
-use crate::signature::{ElemType, Signature};
+use crate::model::signature::{ElemType, Signature};
 use serde::{Deserialize, Serialize};
 
 /// Operators that mark a quantized graph.
@@ -161,7 +161,7 @@ mod tests {
 
     fn form_of(rel: &str) -> NumericForm {
         let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models").join(rel);
-        form(&crate::reader::read_signature(&p).unwrap())
+        form(&crate::model::reader::read_signature(&p).unwrap())
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! decoder-only exports).
 
 use crate::contract::{Contract, DimRule};
-use crate::signature::{Dim, ElemType, Signature};
+use crate::model::names::is_past_name;
+use crate::model::signature::{Dim, ElemType, Signature};
 use serde::{Deserialize, Serialize};
 
 /// How the model is driven.
@@ -92,13 +93,6 @@ fn fixed_from(sig_dim: Option<&Dim>, rule: Option<&DimRule>) -> Option<i64> {
 
 fn param(contract: &Contract, name: &str) -> Option<i64> {
     contract.params.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
-}
-
-/// A past input of any naming convention in the wild: optimum
-/// `past_key_values.N.*`, `past_key_N`, `past.N.key`, onnxruntime-genai
-/// `past_key_values.N.key`.
-pub fn is_past_name(name: &str) -> bool {
-    name.starts_with("past") || name.contains(".past_") || name.contains("past_key")
 }
 
 /// The present output a past input is refreshed from, and how it was

@@ -415,8 +415,11 @@ mod tests {
     fn a_child_that_dies_mid_step_is_a_crash_at_that_step() {
         let mut r = RuntimeReport::new(Path::new("/x/libonnxruntime.so.1.31.1"), "test");
         assert_eq!(r.ort_version.as_deref(), Some("1.31.1"));
-        let feed =
-            TensorInfo { name: "input_ids".into(), dtype: crate::signature::ElemType::I64, shape: Some(vec![1, 1]) };
+        let feed = TensorInfo {
+            name: "input_ids".into(),
+            dtype: crate::model::signature::ElemType::I64,
+            shape: Some(vec![1, 1]),
+        };
         r.absorb(Event::Feeds { variant: 0, step: 2, feeds: vec![feed] });
         r.finish(End::Child {
             status: None,

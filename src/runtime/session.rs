@@ -3,7 +3,7 @@
 
 use super::events::TensorInfo;
 use super::feeds::{Feed, Outputs, Values};
-use crate::signature::ElemType;
+use crate::model::signature::ElemType;
 use half::{bf16, f16};
 use ndarray::ArrayD;
 use ort::session::Session;

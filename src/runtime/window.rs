@@ -15,7 +15,7 @@ use super::options::Window;
 use super::plan::Plan;
 use super::session::run;
 use crate::finding::Code;
-use crate::signature::ElemType;
+use crate::model::signature::ElemType;
 use ndarray::{ArrayD, Axis};
 use ort::session::Session;
 

@@ -1,8 +1,8 @@
 //! Side-by-side comparison of two signatures: what the field notes needed
 //! when a 15-input decoder met a caller built for 28.
 
-use crate::fold::fold;
-use crate::signature::{Port, Signature};
+use crate::model::fold::fold;
+use crate::model::signature::{Port, Signature};
 
 /// How a tensor differs between A and B.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,9 +31,9 @@ pub struct DiffRow {
     /// `dtype shape` in B, empty where absent.
     pub b: String,
     /// A's declaration (of the family's first member), as `sig --format json` shows it.
-    pub a_port: Option<crate::summary::PortSummary>,
+    pub a_port: Option<crate::model::summary::PortSummary>,
     /// B's declaration, likewise.
-    pub b_port: Option<crate::summary::PortSummary>,
+    pub b_port: Option<crate::model::summary::PortSummary>,
 }
 
 /// Header facts that differ (IR version, opsets, producer, counts).
@@ -101,8 +101,9 @@ pub fn diff(a: &Signature, b: &Signature) -> Diff {
                 keyed.push((q.name.clone(), (1, String::new(), describe(q))));
             }
         }
-        let port =
-            |ports: &[Port], name: &str| ports.iter().find(|p| p.name == name).map(crate::summary::PortSummary::of);
+        let port = |ports: &[Port], name: &str| {
+            ports.iter().find(|p| p.name == name).map(crate::model::summary::PortSummary::of)
+        };
         for group in fold(&keyed) {
             let (kind, da, db) = keyed[group.members[0]].1.clone();
             let first = &keyed[group.members[0]].0;

@@ -3,29 +3,14 @@
 //! The file is decoded through `FileBuf` with the trimmed schema in
 //! `onnx_proto`, so weight bytes are skipped by seeking, never read.
 
-use crate::file_buf::FileBuf;
-use crate::onnx_proto as pb;
-use crate::signature::{Dim, ElemType, ExternalRef, Opset, Port, Signature, ValueType};
+pub use crate::error::ModelError;
+use crate::model::file_buf::FileBuf;
+use crate::model::onnx_proto as pb;
+use crate::model::signature::{Dim, ElemType, ExternalRef, Opset, Port, Signature, ValueType};
 use bytes::Buf;
 use prost::Message;
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
-
-/// Why a model file could not be read. Every variant names the file.
-/// Why a file could not be read as a model; every message names the file.
-#[derive(Debug, thiserror::Error)]
-#[allow(missing_docs)] // the variants' messages are their documentation
-pub enum ModelError {
-    /// The file cannot be opened or read.
-    #[error("{path}: cannot open: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
-    /// The file is empty.
-    #[error("{path}: empty file (0 bytes), not an ONNX model")]
-    Empty { path: PathBuf },
-    /// The bytes are not an ONNX model.
-    #[error("{path}: not a readable ONNX model: {reason}")]
-    NotOnnx { path: PathBuf, reason: String },
-}
+use std::path::Path;
 
 /// How much to trust an arbitrary protobuf before calling it a model.
 fn looks_like_model(m: &pb::ModelProto) -> Result<(), String> {
@@ -321,4 +306,15 @@ pub fn external_data_problems(model: &Path, sig: &Signature) -> Vec<String> {
         }
     }
     problems
+}
+
+/// The signature of a model that can actually be loaded: its external-data
+/// references are checked too (a model whose weights are missing is unusable).
+pub fn read_usable_signature(model: &Path) -> Result<Signature, crate::error::Error> {
+    let sig = read_signature(model)?;
+    let problems = external_data_problems(model, &sig);
+    if !problems.is_empty() {
+        return Err(crate::error::Error::ExternalData { path: model.to_path_buf(), problems: problems.join("; ") });
+    }
+    Ok(sig)
 }

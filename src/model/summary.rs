@@ -1,7 +1,7 @@
 //! A signature as reports show it: plain serde data with the shape of
 //! `sig --format json`, shared by check reports and folder listings.
 
-use crate::signature::{Dim, ExternalRef, Opset, Port, Signature, ValueType};
+use crate::model::signature::{Dim, ExternalRef, Opset, Port, Signature, ValueType};
 use serde::{Deserialize, Serialize};
 
 /// One input or output as reports show it (the shape of `sig --format json`).
