@@ -12,7 +12,7 @@
 
 use ndarray::{Array1, Array2, Array3, Array4};
 use onnx_contract::caller::{FeedGuard, TensorMeta};
-use onnx_contract::runtime::locate;
+use onnx_contract::engine::locate;
 use ort::session::Session;
 use ort::value::{DynValue, Tensor};
 use std::collections::BTreeMap;

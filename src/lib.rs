@@ -25,16 +25,20 @@
 
 pub mod caller;
 mod checker;
+#[cfg(feature = "runtime")]
+mod checks;
 pub mod contract;
+pub mod diagnose;
+pub mod engine;
 pub mod error;
 pub mod exit;
 pub mod finding;
 pub mod folder;
 pub mod model;
+pub mod plan;
 pub mod protocol;
 pub mod render;
 mod report;
-pub mod runtime;
 #[cfg(feature = "schema")]
 pub mod schema;
 
@@ -62,8 +66,8 @@ pub fn check_files(model: &Path, contract_path: &Path, params: &[(String, i64)])
 /// check's child, it drives the model and exits; otherwise it returns at once.
 #[cfg(feature = "runtime")]
 pub fn init_child() {
-    if std::env::var_os(runtime::child::CHILD_ENV).is_some_and(|v| v == "1") {
-        std::process::exit(runtime::child::child_main());
+    if std::env::var_os(engine::child::CHILD_ENV).is_some_and(|v| v == "1") {
+        std::process::exit(checks::job::child_main());
     }
 }
 

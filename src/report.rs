@@ -3,11 +3,11 @@
 //! and the human table, SARIF or JUnit are functions of it.
 
 use crate::contract::Contract;
+use crate::engine::RuntimeReport;
 use crate::finding::{Finding, Severity};
 use crate::folder::config::Size;
 use crate::folder::roles::Role;
 use crate::model::summary::ModelSummary;
-use crate::runtime::RuntimeReport;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -171,7 +171,7 @@ fn emitted_rust_programs_build_and_match_the_uncached_reference() {
         .output()
         .unwrap();
     assert!(build.status.success(), "the emitted Rust does not build:\n{}", String::from_utf8_lossy(&build.stderr));
-    let lib = onnx_contract::runtime::locate::locate(None).expect("ONNX Runtime").path;
+    let lib = onnx_contract::engine::locate::locate(None).expect("ONNX Runtime").path;
     let tmp = std::env::temp_dir().join(format!("onnx-contract-emit-rs-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let feats = features(&tmp);

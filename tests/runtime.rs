@@ -7,7 +7,7 @@ use common::*;
 use serde_json::Value;
 
 fn ort_lib() -> String {
-    match onnx_contract::runtime::locate::locate(None) {
+    match onnx_contract::engine::locate::locate(None) {
         Ok(l) => l.path.display().to_string(),
         Err(e) => panic!("these tests need ONNX Runtime: {e}"),
     }

@@ -18,6 +18,6 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(c) = onnx_contract::contract::parse(Path::new("fuzz.yaml"), text, &[]) {
         let findings = onnx_contract::contract::check(signature(), &c);
         let _ = onnx_contract::render::table::findings_table(&findings);
-        let _ = onnx_contract::runtime::plan::build(signature(), &c, 1);
+        let _ = onnx_contract::plan::build(signature(), &c, 1);
     }
 });

@@ -1,7 +1,7 @@
 //! Any bytes through the protobuf splicer used to expose a failing node's inputs.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use onnx_contract::runtime::graph_edit::{expose, find_node, NodePath};
+use onnx_contract::diagnose::graph_edit::{expose, find_node, NodePath};
 
 fuzz_target!(|data: &[u8]| {
     let found = find_node(data, "/Reshape_5", &|_| Some(true));

@@ -7,7 +7,7 @@ use super::trace::TensorRecord;
 use crate::finding::{Code, Finding, Severity};
 use crate::model::fold::fold_names;
 use crate::model::signature::{Dim, Signature};
-use crate::runtime::plan::{Family, Plan};
+use crate::plan::{Family, Plan};
 use std::collections::BTreeMap;
 
 /// What the guard knows of one tensor: dtype, shape, digest, small values.
@@ -63,8 +63,7 @@ impl FeedGuard {
             .iter()
             .find(|e| e.file.path == path)
             .ok_or_else(|| crate::error::Error::Internal(format!("{}: not found in its folder", path.display())))?;
-        let plan =
-            layout.contract_for(e).and_then(|c| c.ok()).and_then(|c| crate::runtime::plan::build(&e.sig, &c, 1).ok());
+        let plan = layout.contract_for(e).and_then(|c| c.ok()).and_then(|c| crate::plan::build(&e.sig, &c, 1).ok());
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Ok(Self::new(&name, e.sig.clone(), plan))
     }

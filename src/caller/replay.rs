@@ -7,12 +7,13 @@
 use super::guard::FeedGuard;
 use super::trace::{self, Call};
 use crate::checker::Checker;
+use crate::engine::options::{Job, Options, ReplayCall};
+use crate::engine::{child, locate};
 use crate::finding::{Code, Finding, Severity};
 use crate::folder::layout::{Entry, Layout};
 use crate::folder::Role;
+use crate::plan;
 use crate::report::{Report, Verdict};
-use crate::runtime::options::{Job, Options, ReplayCall};
-use crate::runtime::{child, locate, plan};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -261,7 +262,8 @@ fn reproduce(layout: &Layout, d: &Entry, calls: &[Call]) -> Result<Reproduction,
     let job = Job { model: d.file.path.clone(), ort_lib: lib.path.clone(), plan, options };
     let r = child::run(&exe, &job, &lib.source.to_string(), Duration::from_secs(600), &|_| {});
     let failed = r.replayed.iter().find_map(|(c, e, n)| {
-        e.as_ref().map(|e| (*c, crate::runtime::report::clean_ort_message(e), n.as_ref().map(|n| n.path.clone())))
+        e.as_ref()
+            .map(|e| (*c, crate::engine::runtime_report::clean_ort_message(e), n.as_ref().map(|n| n.path.clone())))
     });
     Ok(Reproduction { model: d.file.rel.clone(), calls: r.replayed.iter().map(|(c, _, _)| *c).collect(), failed })
 }

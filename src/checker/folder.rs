@@ -30,10 +30,7 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
                 && x.file.path.parent() == e.file.path.parent()
         });
         if let Some(f) = fp32 {
-            let plan = folder
-                .contract_for(f)
-                .and_then(|c| c.ok())
-                .and_then(|c| crate::runtime::plan::build(&f.sig, &c, 1).ok());
+            let plan = folder.contract_for(f).and_then(|c| c.ok()).and_then(|c| crate::plan::build(&f.sig, &c, 1).ok());
             setup.compare_to = plan.map(|p| (f.file.path.clone(), p));
             setup.compare_encoder = folder.sibling(f, Role::Encoder).map(|x| x.file.path.clone());
         }

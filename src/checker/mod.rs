@@ -5,11 +5,11 @@
 mod folder;
 
 use crate::contract::{self, Contract};
+use crate::engine::{compat, RuntimeReport};
 use crate::error::Error;
 use crate::finding::{any_error, Code, Finding, Severity};
 use crate::model::summary::ModelSummary;
 use crate::report::{ContractInfo, Report};
-use crate::runtime::{compat, RuntimeReport};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +44,7 @@ struct Setup {
     /// Why this file is only checked statically, when it is.
     static_only: Option<String>,
     /// A numeric variant's fp32 sibling and its plan, to compare with.
-    compare_to: Option<(PathBuf, crate::runtime::plan::Plan)>,
+    compare_to: Option<(PathBuf, crate::plan::Plan)>,
     /// The fp32 sibling's encoder, when the variant runs with its own.
     compare_encoder: Option<PathBuf>,
     /// The sliding window the folder's config asks for.
@@ -338,7 +338,8 @@ impl Checker {
         setup: &Setup,
         findings: &mut Vec<Finding>,
     ) -> Result<Vec<RuntimeReport>, Error> {
-        use crate::runtime::{child, locate, options, plan};
+        use crate::engine::{child, locate, options};
+        use crate::plan;
         if !sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name)) {
             // A decoder without past inputs has no cache to drive (a split
             // pair's step-0 half, or an encoder): the static check is its check.
@@ -371,7 +372,7 @@ impl Checker {
         };
         let (steps, short) = run_length(self.steps, self.deep, setup.window.as_ref().map(|w| w.size));
         findings.extend(short.map(|text| Finding::new(Code::RuntimeSkipped, Severity::Info, text)));
-        let unprobed = crate::runtime::window::MAX_PROBED as i64;
+        let unprobed = crate::checks::window::MAX_PROBED as i64;
         if let Some(w) = setup.window.as_ref().filter(|w| w.size > unprobed && sig.attention_windows.is_empty()) {
             findings.push(Finding::new(
                 Code::RuntimeSkipped,
@@ -420,7 +421,7 @@ impl Checker {
             let source = lib.source.to_string();
             let mut report = match &exe {
                 Some(exe) => child::run(exe, &job, &source, self.timeout, &|m: &str| self.progress(m)),
-                None => child::run_in_process(&job, &source),
+                None => crate::checks::job::run_in_process(&job, &source),
             };
             report.parity_rule = Some(plan.tolerance.clone());
             report.cache_pairs = plan
@@ -437,8 +438,8 @@ impl Checker {
 
     /// The runtimes to run with, or why there is none.
     #[cfg(feature = "runtime")]
-    fn libraries(&self) -> Result<Vec<crate::runtime::locate::Located>, String> {
-        use crate::runtime::locate::{self, Located, Source};
+    fn libraries(&self) -> Result<Vec<crate::engine::locate::Located>, String> {
+        use crate::engine::locate::{self, Located, Source};
         if !self.runtimes.is_empty() {
             return Ok(self.runtimes.iter().map(|p| Located { path: p.clone(), source: Source::Flag }).collect());
         }

@@ -9,7 +9,7 @@
 
 use super::spec::Spec;
 use super::table::Protocol;
-use crate::runtime::plan::{CacheTensor, Family};
+use crate::plan::{CacheTensor, Family};
 use std::fmt::Write;
 
 /// The language of an emitted program.

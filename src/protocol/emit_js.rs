@@ -1,7 +1,7 @@
 //! The JavaScript program (onnxruntime-node; no other dependency).
 
 use super::spec::Spec;
-use crate::runtime::plan::CacheTensor;
+use crate::plan::CacheTensor;
 use std::fmt::Write;
 
 fn cache(list: &[CacheTensor]) -> String {

@@ -1,7 +1,7 @@
 //! The Rust program (ort 2 + ndarray; `half` too for float16 models).
 
 use super::spec::Spec;
-use crate::runtime::plan::CacheTensor;
+use crate::plan::CacheTensor;
 use std::fmt::Write;
 
 fn ort_type(t: &str) -> &'static str {

@@ -3,12 +3,12 @@
 //! program's cached loop must reproduce, token for token.
 
 use super::table::Protocol;
-use crate::runtime::locate;
-use crate::runtime::options::{Job, Options, Reference};
+use crate::engine::locate;
+use crate::engine::options::{Job, Options, Reference};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use crate::runtime::events::Generated;
+pub use crate::engine::events::Generated;
 
 /// Generates `max_new_tokens` for the protocol's first form in `dir`, in a
 /// child process of this executable (which must call [`crate::init_child`]).
@@ -33,7 +33,7 @@ pub fn generate(
         ..Options::default()
     };
     let job = Job { model: file(&l.later_file), ort_lib: lib.path.clone(), plan, options };
-    let report = crate::runtime::child::run(&exe, &job, &lib.source.to_string(), Duration::from_secs(600), &|_| {});
+    let report = crate::engine::child::run(&exe, &job, &lib.source.to_string(), Duration::from_secs(600), &|_| {});
     if let Some(f) = report.findings.iter().find(|f| f.severity == crate::Severity::Error) {
         return Err(f.message.clone());
     }

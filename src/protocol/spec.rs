@@ -1,7 +1,7 @@
 //! What every emitter reads off a protocol loop and its plan.
 
 use super::table::Loop;
-use crate::runtime::plan::Plan;
+use crate::plan::Plan;
 
 /// What every emitter needs, read off a loop and its plan.
 pub(crate) struct Spec<'a> {

@@ -8,7 +8,7 @@ use crate::folder::layout::{Entry, Layout};
 use crate::folder::Role;
 use crate::model::fold::fold;
 use crate::model::signature::Dim;
-use crate::runtime::plan::{self, Family, Plan};
+use crate::plan::{self, Family, Plan};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

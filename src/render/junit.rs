@@ -4,8 +4,8 @@
 //! shape trace of the failing step.
 
 use super::targets::{full_message, is_static, Targets};
+use crate::engine::runtime_report::{RuntimeReport, StepRow};
 use crate::finding::{Finding, Severity};
-use crate::runtime::report::{RuntimeReport, StepRow};
 use quick_junit::{NonSuccessKind, Report as JunitReport, TestCase, TestCaseStatus, TestSuite};
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
 //! Human-readable tables (comfy-table).
 
 use super::human_size;
+use crate::engine::runtime_report::{RuntimeReport, StepRow};
 use crate::finding::{Finding, Severity};
 use crate::folder::FolderSummary;
 use crate::model::diff::{Change, Diff};
@@ -8,7 +9,6 @@ use crate::model::fold::fold;
 use crate::model::signature::{shape_label, Signature};
 use crate::model::summary::{ModelSummary, PortSummary};
 use crate::report::{FolderReport, Report, Verdict};
-use crate::runtime::report::{RuntimeReport, StepRow};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Cell, ContentArrangement, Table};
 use std::fmt::Write;
 

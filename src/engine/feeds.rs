@@ -3,9 +3,9 @@
 //! element type the model declares. Pure (no ONNX Runtime), so it is
 //! unit-tested on its own; `session` turns feeds into runtime values.
 
-use super::events::TensorInfo;
-use super::plan::{Family, Plan};
+use crate::engine::events::TensorInfo;
 use crate::model::signature::ElemType;
+use crate::plan::{Family, Plan};
 use ndarray::{ArrayD, IxDyn};
 use std::collections::HashMap;
 

@@ -7,15 +7,15 @@
 //! is fed, not recomputed, so the receptive field does not grow with depth
 //! and a past of `window + 2` suffices whatever the layer count.
 
-use super::batch::{padded_step, Padded};
-use super::checks;
-use super::events::{Event, StepIssue, WindowProbe};
-use super::feeds::{past_zeros, Rng};
-use super::options::Window;
-use super::plan::Plan;
-use super::session::run;
+use crate::checks::batch::{padded_step, Padded};
+use crate::checks::step;
+use crate::engine::events::{Event, StepIssue, WindowProbe};
+use crate::engine::feeds::{past_zeros, Rng};
+use crate::engine::options::Window;
+use crate::engine::session::run;
 use crate::finding::Code;
 use crate::model::signature::ElemType;
+use crate::plan::Plan;
 use ndarray::{ArrayD, Axis};
 use ort::session::Session;
 
@@ -72,8 +72,8 @@ pub(crate) fn probe(session: &mut Session, plan: &Plan, w: &Window, rng: &mut Rn
         run(session, &feeds)?.floats.get(&plan.logits).cloned().ok_or_else(|| "no logits".to_string())
     };
     let base = logits(&pasts)?;
-    let outside = checks::gap(&logits(&changed(plan, &pasts, w, 0, rng))?, &base);
-    let inside = checks::gap(&logits(&changed(plan, &pasts, w, past_len - 1, rng))?, &base);
+    let outside = step::gap(&logits(&changed(plan, &pasts, w, 0, rng))?, &base);
+    let inside = step::gap(&logits(&changed(plan, &pasts, w, past_len - 1, rng))?, &base);
     let probe =
         WindowProbe { size: w.size, source: w.source.clone(), past_len, outside: outside.abs, inside: inside.abs };
     let issues = judge(plan, &probe, outside.rel).into_iter().collect();

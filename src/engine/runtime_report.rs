@@ -3,7 +3,7 @@
 // feature; the types themselves are part of every report.
 #![cfg_attr(not(feature = "runtime"), allow(dead_code))]
 
-use super::events::{Event, FailedNode, TensorInfo};
+use crate::engine::events::{Event, FailedNode, TensorInfo};
 use crate::finding::{Code, Finding, Severity};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -67,7 +67,7 @@ pub struct RuntimeReport {
     pub session_seconds: Option<f64>,
     /// The parity rule applied: numeric form, bound, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parity_rule: Option<super::numeric::Tolerance>,
+    pub parity_rule: Option<crate::plan::numeric::Tolerance>,
     /// Every cache pair driven: (past input, present output, how they were matched).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cache_pairs: Vec<(String, String, String)>,
@@ -79,10 +79,10 @@ pub struct RuntimeReport {
     pub batch: Vec<(usize, usize, f64, f64, bool)>,
     /// The sliding-window probe, when the config states a window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window: Option<super::events::WindowProbe>,
+    pub window: Option<crate::engine::events::WindowProbe>,
     /// `--deep`: the steps re-run with graph optimizations disabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub levels: Option<super::events::Levels>,
+    pub levels: Option<crate::engine::events::Levels>,
     /// Every step of every run.
     pub steps: Vec<StepRow>,
     /// Set when the child process died or hung.
@@ -93,7 +93,7 @@ pub struct RuntimeReport {
     pub replayed: Vec<(usize, Option<String>, Option<FailedNode>)>,
     /// A reference generation's new ids and top-5 logits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generated: Option<super::events::Generated>,
+    pub generated: Option<crate::engine::events::Generated>,
     /// This runtime's findings (also in the report's own list).
     #[serde(skip)]
     pub findings: Vec<Finding>,
@@ -114,7 +114,7 @@ impl RuntimeReport {
     pub fn new(lib: &Path, source: &str) -> Self {
         RuntimeReport {
             // Until the child reports it; kept when the library cannot even load.
-            ort_version: super::locate::version_from_name(lib),
+            ort_version: crate::engine::locate::version_from_name(lib),
             ort_path: lib.display().to_string(),
             ort_source: source.to_string(),
             session_seconds: None,
@@ -246,7 +246,7 @@ impl RuntimeReport {
     }
 
     /// Findings of a whole-run check (variant, batch, window): not tied to a step.
-    fn push_issues(&mut self, issues: Vec<super::events::StepIssue>) {
+    fn push_issues(&mut self, issues: Vec<crate::engine::events::StepIssue>) {
         for i in issues {
             let mut f = Finding::new(i.code, i.severity, i.message).cause(i.cause);
             f.tensor = i.tensor;

@@ -1,7 +1,11 @@
 //! How to drive a model with a KV cache: which input gets what at each step.
 //! Built from the contract's `cache` section, with gaps filled from the
 //! signature for the families we know (optimum seq2seq merged decoders and
-//! decoder-only exports).
+//! decoder-only exports). Read by everything that drives or explains a
+//! model: the engine and its checks, `protocol`, `replay` and the feed guard.
+//! `numeric` is the graph's numeric form and the parity tolerance it sets.
+
+pub mod numeric;
 
 use crate::contract::{Contract, DimRule};
 use crate::model::names::is_past_name;
@@ -59,7 +63,7 @@ pub struct Plan {
     /// Past lengths fed at step 0, one run each.
     pub step0_past_lengths: Vec<i64>,
     /// How far cached logits may depart from uncached ones, by numeric form.
-    pub tolerance: super::numeric::Tolerance,
+    pub tolerance: numeric::Tolerance,
     /// Decoder-only: the mask over past + new tokens.
     pub attention_mask: Option<String>,
     /// Positions continuing the past, when the model takes them.
@@ -284,7 +288,7 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         cross_past,
         seq_axis,
         step0_past_lengths,
-        tolerance: super::numeric::tolerance(super::numeric::form(sig), cache.parity_tolerance),
+        tolerance: numeric::tolerance(numeric::form(sig), cache.parity_tolerance),
         attention_mask,
         position_ids,
         encoder_hidden_states,

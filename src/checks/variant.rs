@@ -3,24 +3,24 @@
 //! explains, the first node where it does. A variant can agree with itself
 //! (cached = uncached) and still be wrong: only fp32 shows it.
 
-use super::checks;
-use super::context::{open, Ctx};
-use super::diagnose::first_line;
-use super::diverge::{first_divergent, relative};
-use super::events::{Event, StepIssue};
-use super::feeds::{self, Cache, Feed, Rng, Uncached};
-use super::plan::Plan;
-use super::session::run;
+use crate::checks::step;
+use crate::diagnose::cause::first_line;
+use crate::diagnose::diverge::{first_divergent, relative};
+use crate::engine::context::{open, Ctx};
+use crate::engine::events::{Event, StepIssue};
+use crate::engine::feeds::{self, Cache, Feed, Rng, Uncached};
+use crate::engine::session::run;
+use crate::plan::Plan;
 use ndarray::ArrayD;
 use std::path::Path;
 
 /// The bound a variant's departure from fp32 must stay within, by its form:
 /// float16/bfloat16 0.1 relative (5× the 0.019 measured on tjs-variants' fp16),
 /// quantized 0.5 (3.4× the good q4's 0.149, 6× q8's 0.087; the broken q4 is at 1.89).
-fn variant_bound(form: &super::numeric::NumericForm) -> (f64, &'static str) {
+fn variant_bound(form: &crate::plan::numeric::NumericForm) -> (f64, &'static str) {
     match form {
-        super::numeric::NumericForm::Quantized { .. } => (0.5, "quantized"),
-        super::numeric::NumericForm::Float32 => (1e-3, "float32"),
+        crate::plan::numeric::NumericForm::Quantized { .. } => (0.5, "quantized"),
+        crate::plan::numeric::NumericForm::Float32 => (1e-3, "float32"),
         _ => (0.1, "half precision"),
     }
 }
@@ -44,7 +44,7 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
     let pair = match (&opts.compare_encoder, &opts.encoder) {
         (Some(fp32), Some(ours)) if fp32 != ours => {
             name = format!("{} → {name}", file(fp32));
-            let fp32_states = super::encoder::states(ctx.env, fp32, plan, opts, &mut Rng::seeded(opts.seed));
+            let fp32_states = crate::engine::encoder::states(ctx.env, fp32, plan, opts, &mut Rng::seeded(opts.seed));
             Some((ours.clone(), fp32.clone(), fp32_states))
         }
         _ => None,
@@ -89,7 +89,7 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
     let n = a.shape().get(1).copied().unwrap_or(0).min(b.shape().get(1).copied().unwrap_or(0));
     for pos in start..n {
         let at = |x: &ArrayD<f32>| x.slice(ndarray::s![0..1, pos..pos + 1, ..]).to_owned().into_dyn();
-        let g = checks::gap(&at(&a), &at(&b));
+        let g = step::gap(&at(&a), &at(&b));
         positions.push((pos - start, g.abs, g.rel, g.greedy_agrees));
     }
     let worst = positions.iter().cloned().fold(None, |w: Option<(usize, f64, f64, bool)>, p| match w {
@@ -165,7 +165,7 @@ fn locate(
     env: &ort::environment::Environment,
     ours: (&Path, &[Feed]),
     fp32: (&Path, &[Feed]),
-    opts: &super::options::Options,
+    opts: &crate::engine::options::Options,
     bound: f64,
     fp32_name: &str,
     cause: &mut String,

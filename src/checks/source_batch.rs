@@ -5,11 +5,11 @@
 //! encoder) that ignores the encoder mask lets the padding into
 //! cross-attention: batch 1 is right, the padded row is not.
 
-use super::batch::{against_alone, all_three, bound, not_run};
-use super::context::Ctx;
-use super::events::{Event, StepIssue};
-use super::feeds::{past_zeros, Cache, Feed, StepInput, Values};
-use super::session::{declared_inputs, run};
+use crate::checks::batch::{against_alone, all_three, bound, not_run};
+use crate::engine::context::Ctx;
+use crate::engine::events::{Event, StepIssue};
+use crate::engine::feeds::{past_zeros, Cache, Feed, StepInput, Values};
+use crate::engine::session::{declared_inputs, run};
 use crate::finding::Code;
 use ndarray::{s, ArrayD, IxDyn};
 
@@ -83,7 +83,7 @@ fn decode(ctx: &mut Ctx<'_>, states: &ArrayD<f32>, mask: &[i64], forced: &[i64])
     let plan = &ctx.job.plan;
     let (b, enc_len) = (states.shape()[0], states.shape()[1]);
     let dummy = plan.step0_past_lengths.first().copied().unwrap_or(0).max(0) as usize;
-    let zeros = |cs: &[super::plan::CacheTensor]| -> Vec<ArrayD<f32>> {
+    let zeros = |cs: &[crate::plan::CacheTensor]| -> Vec<ArrayD<f32>> {
         cs.iter().map(|c| past_zeros(&c.shape, plan.seq_axis, b, dummy)).collect()
     };
     let mut cache =

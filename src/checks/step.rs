@@ -3,10 +3,10 @@
 //! the encoder length, finite logits; and the parity measure. Pure functions
 //! of the outputs, unit-tested without ONNX Runtime.
 
-use super::events::StepIssue;
-use super::feeds::Outputs;
-use super::plan::Plan;
+use crate::engine::events::StepIssue;
+use crate::engine::feeds::Outputs;
 use crate::finding::Code;
+use crate::plan::Plan;
 use ndarray::{ArrayD, Axis};
 
 /// Sizes a step's outputs are checked against.

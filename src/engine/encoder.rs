@@ -1,12 +1,12 @@
 //! Running the folder's encoder: the states every seq2seq decoder check
 //! starts from (the cache steps, and a variant pair against the fp32 pair).
 
-use super::context::open;
-use super::feeds::{self, Feed, Rng};
-use super::options::Options;
-use super::plan::Plan;
-use super::session::{declared_inputs, run};
+use crate::engine::context::open;
+use crate::engine::feeds::{self, Feed, Rng};
+use crate::engine::options::Options;
+use crate::engine::session::{declared_inputs, run};
 use crate::model::signature::ElemType;
+use crate::plan::Plan;
 use ndarray::{ArrayD, IxDyn};
 use ort::session::Session;
 use std::path::Path;
@@ -57,7 +57,7 @@ pub(crate) fn states_on(
             .collect();
         let n: usize = shape.iter().product();
         let values = if let (true, Some(path)) = (elem.is_float(), given.and_then(|r| r.features.as_ref())) {
-            let mut a = super::npy::read_f32(path)?;
+            let mut a = crate::engine::npy::read_f32(path)?;
             if a.ndim() + 1 == shape.len() {
                 a = a.insert_axis(ndarray::Axis(0));
             }

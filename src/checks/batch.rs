@@ -4,14 +4,14 @@
 //! compared at every step with the same row run alone. Exports that derive
 //! positions from the past length shift the padded row (optimum PRs #1381, #2326).
 
-use super::checks;
-use super::context::Ctx;
-use super::diagnose::first_line;
-use super::events::Event;
-use super::feeds::{Feed, Values};
-use super::plan::Plan;
-use super::session::run;
+use crate::checks::step;
+use crate::diagnose::cause::first_line;
+use crate::engine::context::Ctx;
+use crate::engine::events::Event;
+use crate::engine::feeds::{Feed, Values};
+use crate::engine::session::run;
 use crate::model::signature::ElemType;
+use crate::plan::Plan;
 use ndarray::{ArrayD, IxDyn};
 
 /// One left-padded batch: each row's real tokens, padded to the longest.
@@ -92,9 +92,9 @@ pub(crate) fn padded_step(
 /// measures activation ranges over the whole batch, so a batch changes a
 /// quantized row's rounding (gpt2-int8: 6.7e-2 relative); a row placed at the
 /// wrong positions departs by ~1 (gpt2 without position_ids).
-pub(crate) fn bound(plan: &Plan) -> super::numeric::Tolerance {
+pub(crate) fn bound(plan: &Plan) -> crate::plan::numeric::Tolerance {
     match &plan.tolerance.form {
-        super::numeric::NumericForm::Quantized { .. } => super::numeric::Tolerance {
+        crate::plan::numeric::NumericForm::Quantized { .. } => crate::plan::numeric::Tolerance {
             rel: Some(0.5),
             abs: None,
             reason: "quantized: activation ranges are measured over the batch".into(),
@@ -115,9 +115,9 @@ pub(crate) fn against_alone(both: &[ArrayD<f32>], alone: [&[ArrayD<f32>]; 2]) ->
         for (r, alone) in alone.iter().enumerate() {
             let g = match (batch.shape().first().is_some_and(|&n| n > r), alone.get(step)) {
                 (true, Some(a)) => {
-                    checks::gap(&batch.index_axis(ndarray::Axis(0), r).insert_axis(ndarray::Axis(0)).to_owned(), a)
+                    step::gap(&batch.index_axis(ndarray::Axis(0), r).insert_axis(ndarray::Axis(0)).to_owned(), a)
                 }
-                _ => checks::Gap { abs: f64::INFINITY, rel: f64::INFINITY, greedy_agrees: false },
+                _ => step::Gap { abs: f64::INFINITY, rel: f64::INFINITY, greedy_agrees: false },
             };
             rows.push((r, step, g.abs, g.rel, g.greedy_agrees));
         }
@@ -135,7 +135,7 @@ pub(crate) fn all_three<T>(runs: [Result<T, String>; 3]) -> Result<[T; 3], Strin
 pub(crate) fn not_run(what: &str, e: &str) -> Event {
     Event::Batch {
         rows: Vec::new(),
-        issues: vec![super::events::StepIssue::error(
+        issues: vec![crate::engine::events::StepIssue::error(
             crate::finding::Code::BatchPadding,
             format!("{what} could not run: {}", first_line(e)),
             None,
@@ -157,7 +157,7 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
         let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
             .self_past
             .iter()
-            .map(|c| (c.past.clone(), c.dtype, super::feeds::past_zeros(&c.shape, plan.seq_axis, b, 0)))
+            .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::past_zeros(&c.shape, plan.seq_axis, b, 0)))
             .collect();
         let mut past_len = 0usize;
         let mut out = Vec::new();
@@ -186,7 +186,7 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
     let mut issues = Vec::new();
     // The padded row; row 0 is not padded.
     if let Some(&(_, step, abs, rel, _)) = rows.iter().find(|g| g.0 == 1 && bound.exceeded(g.2, g.3)) {
-        let mut i = super::events::StepIssue::error(
+        let mut i = crate::engine::events::StepIssue::error(
             crate::finding::Code::BatchPadding,
             format!("row 1 of a batch of 2 (left-padded by 2) departs from the same prompt run alone at step {step}: max |Δ| {abs:.3e} (relative {rel:.2e}) > tolerance {}", bound.describe()),
             Some(&plan.logits),
@@ -219,7 +219,7 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        let plan = crate::runtime::plan::build(&sig, &c, 2).unwrap();
+        let plan = crate::plan::build(&sig, &c, 2).unwrap();
         let batch = Padded::new(vec![vec![3, 14, 15, 92], vec![65, 35]]);
         let f = padded_step(&plan, &batch, &batch.rows, 0, &[], 0);
         let ints = |name: &str| match &f.iter().find(|x| x.name == name).unwrap().values {

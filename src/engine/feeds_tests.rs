@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::contract::Contract;
-use crate::runtime::plan;
+use crate::plan;
 use std::path::PathBuf;
 
 fn root() -> PathBuf {

@@ -2,7 +2,7 @@
 //! Its own module so that the driver and the diagnosis both read it without
 //! importing each other.
 
-use super::plan::Plan;
+use crate::plan::Plan;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -49,7 +49,7 @@ pub struct Options {
     pub gqa: bool,
     /// A numeric variant: the folder's fp32 model and its plan, compared teacher-forced.
     #[serde(default)]
-    pub compare_to: Option<(PathBuf, super::plan::Plan)>,
+    pub compare_to: Option<(PathBuf, crate::plan::Plan)>,
     /// The fp32 encoder beside `compare_to`, when the variant has its own encoder.
     #[serde(default)]
     pub compare_encoder: Option<PathBuf>,

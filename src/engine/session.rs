@@ -1,8 +1,8 @@
 //! The only place feeds meet ONNX Runtime: a feed becomes a value of the
 //! model's declared element type, a run's outputs come back widened to f32.
 
-use super::events::TensorInfo;
-use super::feeds::{Feed, Outputs, Values};
+use crate::engine::events::TensorInfo;
+use crate::engine::feeds::{Feed, Outputs, Values};
 use crate::model::signature::ElemType;
 use half::{bf16, f16};
 use ndarray::ArrayD;

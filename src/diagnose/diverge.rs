@@ -6,10 +6,10 @@
 //! reference node in execution order whose output departs by more than the
 //! variant's numeric form explains is the one named.
 
-use super::diagnose::exposed_run;
-use super::feeds::Feed;
-use super::graph_edit::FlatNode;
-use super::options::Options;
+use crate::diagnose::exposed::exposed_run;
+use crate::diagnose::graph_edit::FlatNode;
+use crate::engine::feeds::Feed;
+use crate::engine::options::Options;
 use ndarray::ArrayD;
 use std::collections::HashMap;
 use std::path::Path;

@@ -4,13 +4,13 @@
 //! should not changes what the model computes (onnxruntime#18945, #17689,
 //! optimum#325) while cached and uncached runs still agree with each other.
 
-use super::context::Ctx;
-use super::diagnose::first_line;
-use super::diverge::relative;
-use super::events::{Event, Levels, StepIssue};
-use super::numeric::Tolerance;
-use super::session::{run, with_threads};
+use crate::diagnose::cause::first_line;
+use crate::diagnose::diverge::relative;
+use crate::engine::context::Ctx;
+use crate::engine::events::{Event, Levels, StepIssue};
+use crate::engine::session::{run, with_threads};
 use crate::finding::Code;
+use crate::plan::numeric::Tolerance;
 use ort::session::{builder::GraphOptimizationLevel, Session};
 
 /// The level the driven session ran at: ONNX Runtime's default.
@@ -74,7 +74,7 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::numeric::{NumericForm, Tolerance};
+    use crate::plan::numeric::{NumericForm, Tolerance};
 
     #[test]
     fn the_first_step_beyond_the_form_s_tolerance_is_named_with_both_levels() {

@@ -3,9 +3,9 @@
 //! driver and the checks it runs after the cache steps (variants, batches,
 //! deep runs) all read it without importing each other.
 
-use super::feeds::{self, Cache, Feed, Rng, StepInput, Uncached};
-use super::options::{Job, Options};
-use super::session::{declared_inputs, with_threads};
+use crate::engine::feeds::{self, Cache, Feed, Rng, StepInput, Uncached};
+use crate::engine::options::{Job, Options};
+use crate::engine::session::{declared_inputs, with_threads};
 use ndarray::ArrayD;
 use ort::session::Session;
 use std::path::{Path, PathBuf};

@@ -1,13 +1,13 @@
-//! Runs the driver in a child process (the host binary re-invoking itself,
-//! the `procspawn` pattern), so a segfault or abort inside ONNX Runtime
-//! becomes a finding, not a dead tool. The child is recognised by an
-//! environment variable, not an argument, so any host binary can serve as
-//! one by calling [`crate::init_child`] first thing in `main`.
+//! Runs a job in a child process (the host binary re-invoking itself, the
+//! `procspawn` pattern), so a segfault or abort inside ONNX Runtime becomes a
+//! finding, not a dead tool. The child is recognised by an environment
+//! variable, not an argument, so any host binary can serve as one by calling
+//! `init_child` first thing in `main`; what the child then runs is
+//! `checks::job`. This is the parent side.
 
-use super::driver;
-use super::events::{Event, Stage};
-use super::options::Job;
-use super::report::{End, RuntimeReport};
+use crate::engine::events::{Event, Stage};
+use crate::engine::options::Job;
+use crate::engine::runtime_report::{End, RuntimeReport};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -16,38 +16,6 @@ use std::time::Duration;
 
 /// Set (to `1`) in the child's environment; [`crate::init_child`] looks for it.
 pub const CHILD_ENV: &str = "ONNX_CONTRACT_CHILD";
-
-/// Child side: reads a [`Job`] as JSON on stdin, writes [`Event`]s as JSON lines.
-pub(crate) fn child_main() -> i32 {
-    let mut input = String::new();
-    if std::io::stdin().read_to_string(&mut input).is_err() {
-        return 64;
-    }
-    let job: Job = match serde_json::from_str(&input) {
-        Ok(j) => j,
-        Err(e) => {
-            let ev = Event::Fatal { stage: Stage::Child, message: format!("bad job: {e}"), cause: None, node: None };
-            let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&ev).unwrap_or_default());
-            return 64;
-        }
-    };
-    let mut out = std::io::stdout().lock();
-    driver::drive(&job, &mut |ev| {
-        // Flushed per line: the parent must see the feeds before a crash.
-        let _ = writeln!(out, "{}", serde_json::to_string(&ev).unwrap_or_default());
-        let _ = out.flush();
-    });
-    0
-}
-
-/// In this process, without crash isolation (for hosts that cannot re-run
-/// themselves). ONNX Runtime can be loaded only once per process.
-pub(crate) fn run_in_process(job: &Job, source: &str) -> RuntimeReport {
-    let mut report = RuntimeReport::new(&job.ort_lib, source);
-    driver::drive(job, &mut |ev| report.absorb(ev));
-    report.finish(End::InProcess);
-    report
-}
 
 /// Parent side: runs `job` in `exe` with [`CHILD_ENV`] set, with a time limit.
 pub(crate) fn run(

@@ -1,0 +1,117 @@
+//! The cache run: `steps` greedy steps from a step-0 past, every output
+//! checked against what must hold after its step (cache growth, shapes,
+//! finite values), the logits against the same position recomputed without
+//! the cache (parity), step 0 run twice (repeatability), and the first
+//! non-finite node named when NaN/Inf appears.
+
+use crate::checks::repeatability;
+use crate::checks::step::{self, Expect};
+use crate::diagnose::cause::{failure_cause, first_line};
+use crate::diagnose::failing_node::diagnose;
+use crate::engine::context::Ctx;
+use crate::engine::driver::{inject_fault, recompute};
+use crate::engine::events::Event;
+use crate::engine::feeds::{Cache, Feed, StepInput};
+use crate::engine::session::run;
+use std::time::Instant;
+
+/// One run of `steps` steps from a step-0 past of length `dummy`.
+pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Event)) {
+    let (plan, opts) = (&ctx.job.plan, &ctx.job.options);
+    let mut cache = Cache::empty(plan, dummy);
+    let has_step0 = ctx.has_step0();
+    // Owned for the run: the step routing borrows the job's sessions.
+    let states = ctx.encoder_states.clone();
+    if !has_step0 && plan.branch_flag.is_none() && !plan.cross_past.is_empty() {
+        // A with-past decoder driven alone: no step 0 gives it a cross past.
+        cache.seed_cross(plan, ctx.enc_len, &mut ctx.rng);
+    }
+    let mut tokens = ctx.prompt.clone();
+    let mut new_tokens = ctx.prompt.clone();
+    for step in 0..opts.steps {
+        let input = StepInput { step, new_tokens: &new_tokens, encoder_states: states.as_ref(), enc_len: ctx.enc_len };
+        // Step 0 of a split pair runs the no-past decoder on the prompt.
+        let pair_step0 = step == 0 && has_step0;
+        let cached = input.cached(plan) && !pair_step0;
+        let (feeds, session, model) = ctx.step(&input, &cache);
+        emit(Event::Feeds { variant: dummy, step, feeds: feeds.iter().map(Feed::info).collect() });
+        inject_fault(step);
+
+        let t = Instant::now();
+        let out = match run(session, &feeds) {
+            Ok(o) => o,
+            Err(message) => {
+                let node = diagnose(ctx.env, &model, &message, &feeds, opts);
+                let cause = failure_cause(&message, step, cache.past_len, node.as_ref());
+                return emit(Event::Failure { variant: dummy, step, message, node, cause });
+            }
+        };
+        let seconds = t.elapsed().as_secs_f64();
+        let n_new = new_tokens.first().map_or(0, Vec::len);
+        let present_len = if cached { cache.past_len + n_new as i64 } else { n_new as i64 };
+        let cross_presents = step == 0 && (pair_step0 || plan.branch_flag.is_some());
+        let expect = Expect {
+            batch: new_tokens.len(),
+            new_tokens: n_new,
+            present_len,
+            enc_len: ctx.enc_len as i64,
+            step,
+            cross_presents,
+        };
+        let mut issues = step::step_outputs(plan, &out, &expect);
+        // A session must give the same answer twice (onnxruntime#22723): step 0, first run only.
+        if step == 0 && Some(&dummy) == plan.step0_past_lengths.first() && !pair_step0 {
+            issues.extend(repeatability::check(&mut ctx.session, &feeds, &out, &plan.logits));
+        }
+
+        // Parity: the same position recomputed without the cache.
+        let mut parity = None;
+        let mut recompute_seconds = None;
+        if step > 0 {
+            let t = Instant::now();
+            let full = recompute(ctx, &tokens, dummy, &cache);
+            recompute_seconds = Some(t.elapsed().as_secs_f64());
+            match full {
+                Ok(full) => parity = out.floats.get(&plan.logits).map(|c| step::gap(c, &full)),
+                Err(message) => issues.push(crate::engine::events::StepIssue::error(
+                    crate::finding::Code::Parity,
+                    format!("recomputing without cache failed: {}", first_line(&message)),
+                    None,
+                )),
+            }
+        }
+        issues.extend(parity.and_then(|p| step::parity_issue(plan, p)));
+        // NaN/Inf: name the first node that produced it, on the first such finding.
+        if let Some(i) = issues.iter_mut().find(|i| i.code == crate::finding::Code::NonFinite) {
+            if let Some((node, cause)) = crate::diagnose::non_finite::first_non_finite(ctx.env, &model, &feeds, opts) {
+                i.node = Some(node);
+                i.cause = Some(cause);
+            }
+        }
+        let failed_hard = issues.iter().any(|i| i.code != crate::finding::Code::Parity);
+        emit(Event::Step {
+            variant: dummy,
+            step,
+            outputs: out.infos.clone(),
+            seconds,
+            parity: parity.map(|g| g.abs),
+            parity_rel: parity.map(|g| g.rel),
+            greedy_agrees: parity.map(|g| g.greedy_agrees),
+            recompute_seconds,
+            issues,
+        });
+        let Some(logits) = out.floats.get(&plan.logits).filter(|_| !failed_hard) else { return };
+        if opts.deep && !pair_step0 && Some(&dummy) == plan.step0_past_lengths.first() {
+            ctx.recorded.push((step, feeds.clone(), logits.clone()));
+        }
+
+        // Next step: greedy token, self cache from presents, cross cache kept from step 0.
+        let next: Vec<i64> =
+            (0..new_tokens.len()).map(|i| step::argmax_last(logits, i).clamp(0, plan.vocab - 1)).collect();
+        for (row, t) in tokens.iter_mut().zip(&next) {
+            row.push(*t);
+        }
+        new_tokens = next.iter().map(|t| vec![*t]).collect();
+        cache.advance(plan, &out, step, present_len);
+    }
+}

@@ -1,0 +1,216 @@
+//! What the child process runs for one job: the checks in order (the cache
+//! run for every step-0 past length, then `--deep`'s optimization levels, the
+//! variant against fp32, the padded batch and the sliding-window probe), or
+//! the recorded calls of a `replay`, or a reference generation for
+//! `protocol --reference`. Runs in the child (or in-process when asked);
+//! never prints but through `emit`.
+
+use crate::checks::cache::run_steps;
+use crate::diagnose::cause::{first_line, load_error_cause, runtime_version, session_cause};
+use crate::diagnose::failing_node::{diagnose, load_failure_node};
+use crate::engine::context::{open, Ctx, Side};
+use crate::engine::driver::{generate, replay_feeds};
+use crate::engine::events::{Event, Stage};
+use crate::engine::feeds::{self, Rng};
+use crate::engine::options::Job;
+use crate::engine::runtime_report::{End, RuntimeReport};
+use crate::engine::session::run;
+use ndarray::{ArrayD, IxDyn};
+use std::io::{Read, Write};
+use std::time::Instant;
+
+fn fatal(stage: Stage, message: String, cause: Option<String>) -> Event {
+    Event::Fatal { stage, message, cause, node: None }
+}
+
+/// A fatal event as the error of [`prepare`] (boxed: events are large).
+fn stop(stage: Stage, message: String, cause: Option<String>) -> Box<Event> {
+    Box::new(fatal(stage, message, cause))
+}
+
+/// Runs the whole check, reporting through `emit`. Errors that stop
+/// everything are reported as [`Event::Fatal`].
+pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
+    let lib = &job.ort_lib;
+    let env = match ort::init_from(lib)
+        .map(|b| b.with_name("onnx-contract").with_logger(std::sync::Arc::new(|_, _, _, _, _| {})).build())
+    {
+        Ok(Ok(env)) => env,
+        Ok(Err(e)) => return emit(fatal(Stage::Runtime, e.to_string(), None)),
+        Err(e) => return emit(fatal(Stage::Runtime, e.to_string(), load_error_cause(&e))),
+    };
+    emit(Event::Runtime { version: runtime_version(lib), path: lib.display().to_string() });
+    let mut ctx = match prepare(&env, job, emit) {
+        Ok(ctx) => ctx,
+        Err(ev) => return emit(*ev),
+    };
+    if let Some(calls) = job.options.replay.clone() {
+        for c in &calls {
+            let feeds = replay_feeds(&ctx.job.plan, c, &mut ctx.rng);
+            match run(&mut ctx.session, &feeds) {
+                Ok(_) => emit(Event::Replayed { call: c.call, error: None, node: None }),
+                Err(message) => {
+                    let node = diagnose(ctx.env, &ctx.job.model, &message, &feeds, &ctx.job.options);
+                    emit(Event::Replayed { call: c.call, error: Some(message), node });
+                    break;
+                }
+            }
+        }
+        return emit(Event::Done);
+    }
+    if let Some(r) = job.options.reference.clone() {
+        match generate(&mut ctx, &r) {
+            Ok((ids, top5)) => emit(Event::Generated { ids, top5 }),
+            Err(message) => emit(fatal(Stage::Plan, format!("reference generation: {message}"), None)),
+        }
+        return emit(Event::Done);
+    }
+    let mut cache_failed = false;
+    for &dummy in &job.plan.step0_past_lengths {
+        run_steps(&mut ctx, dummy, &mut |ev| {
+            cache_failed |= matches!(ev, Event::Failure { .. });
+            emit(ev)
+        });
+    }
+    if job.options.deep {
+        crate::checks::levels::compare(&mut ctx, emit);
+    }
+    if let Some((reference, ref_plan)) = job.options.compare_to.clone() {
+        crate::checks::variant::compare(&mut ctx, &reference, &ref_plan, emit);
+    }
+    // A cache that fails at batch 1 fails batched and probed the same way: said once.
+    if job.options.batch_check && !cache_failed {
+        match job.plan.family {
+            crate::plan::Family::DecoderOnly => crate::checks::batch::check(&mut ctx, emit),
+            crate::plan::Family::Seq2Seq => crate::checks::source_batch::check(&mut ctx, emit),
+        }
+    }
+    if let Some(w) = job.options.window.clone().filter(|w| w.size <= crate::checks::window::MAX_PROBED && !cache_failed)
+    {
+        if job.plan.family == crate::plan::Family::DecoderOnly {
+            match crate::checks::window::probe(&mut ctx.session, &ctx.job.plan, &w, &mut ctx.rng) {
+                Ok(ev) => emit(ev),
+                Err(e) => emit(fatal(Stage::Plan, format!("sliding-window probe: {}", first_line(&e)), None)),
+            }
+        }
+    }
+    emit(Event::Done);
+}
+
+/// Sessions, encoder states and the prompt, or the event that stops the job.
+fn prepare<'a>(
+    env: &'a ort::environment::Environment,
+    job: &'a Job,
+    emit: &mut dyn FnMut(Event),
+) -> Result<Ctx<'a>, Box<Event>> {
+    let (plan, opts) = (&job.plan, &job.options);
+    let t0 = Instant::now();
+    let session = open(env, &job.model, opts).map_err(|m| {
+        let (node, cause) = match load_failure_node(&job.model, &m) {
+            Some((path, cause)) => (Some(path), Some(cause)),
+            None => (None, session_cause(&m)),
+        };
+        Box::new(Event::Fatal { stage: Stage::Session, message: m, cause, node })
+    })?;
+    emit(Event::Session { model: job.model.display().to_string(), seconds: t0.elapsed().as_secs_f64() });
+    if let Some(first) = plan.unknown_inputs.first() {
+        return Err(stop(
+            Stage::Plan,
+            format!(
+                "don't know how to feed input `{first}` ({} unknown): describe it in the contract's `cache` section",
+                plan.unknown_inputs.len()
+            ),
+            None,
+        ));
+    }
+    let mut rng = Rng::seeded(opts.seed);
+    let b = opts.batch.max(1) as usize;
+    let mut enc_len = opts.encoder_len.max(1) as usize;
+    // Encoder states: from the real encoder when given, else seeded noise.
+    // A with-past decoder takes none itself, but its pair's step 0 does.
+    let mut encoder = None;
+    let encoder_states = match (&plan.encoder_hidden_states, &opts.encoder) {
+        (_, Some(path)) => {
+            let mut s =
+                open(env, path, opts).map_err(|e| stop(Stage::Encoder, format!("{}: {e}", path.display()), None))?;
+            let states = crate::engine::encoder::states_on(&mut s, path, plan, opts, &mut rng)
+                .map(|(_, states)| states)
+                .map_err(|m| stop(Stage::Encoder, m, None))?;
+            encoder = Some(s);
+            enc_len = states.shape().get(1).copied().unwrap_or(enc_len);
+            Some(states)
+        }
+        (None, None) => None,
+        (Some(name), None) => {
+            let hidden = plan.hidden.ok_or_else(|| {
+                stop(
+                    Stage::Plan,
+                    format!("`{name}` has no fixed hidden size: set a `hidden` parameter in the contract"),
+                    None,
+                )
+            })? as usize;
+            let n = b * enc_len * hidden;
+            Some(
+                ArrayD::from_shape_vec(IxDyn(&[b, enc_len, hidden]), (0..n).map(|_| rng.normal()).collect())
+                    .expect("shape"),
+            )
+        }
+    };
+    let side = |p: &Option<std::path::PathBuf>| -> Result<Option<Side>, Box<Event>> {
+        p.as_ref().map(|p| Side::open(env, p, opts).map_err(|m| stop(Stage::NoCacheModel, m, None))).transpose()
+    };
+    let no_cache = side(&opts.no_cache_model)?;
+    let step0_is_no_cache = opts.step0_model.is_some() && opts.step0_model == opts.no_cache_model;
+    let step0 = if step0_is_no_cache { None } else { side(&opts.step0_model)? };
+    let start = opts.start_token.unwrap_or(plan.vocab - 1).clamp(0, plan.vocab - 1);
+    let mut prompt = feeds::prompt(plan, b, opts.prompt_len.max(1) as usize, start, &mut rng);
+    if let (Some(r), crate::plan::Family::DecoderOnly) = (&opts.reference, plan.family) {
+        prompt = vec![r.ids.clone(); b];
+    }
+    Ok(Ctx {
+        env,
+        job,
+        session,
+        no_cache,
+        step0,
+        step0_is_no_cache,
+        encoder_states,
+        enc_len,
+        prompt,
+        rng,
+        recorded: Vec::new(),
+        encoder,
+    })
+}
+
+/// Child side: reads a [`Job`] as JSON on stdin, writes [`Event`]s as JSON lines.
+pub(crate) fn child_main() -> i32 {
+    let mut input = String::new();
+    if std::io::stdin().read_to_string(&mut input).is_err() {
+        return 64;
+    }
+    let job: Job = match serde_json::from_str(&input) {
+        Ok(j) => j,
+        Err(e) => {
+            let ev = Event::Fatal { stage: Stage::Child, message: format!("bad job: {e}"), cause: None, node: None };
+            let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&ev).unwrap_or_default());
+            return 64;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    drive(&job, &mut |ev| {
+        // Flushed per line: the parent must see the feeds before a crash.
+        let _ = writeln!(out, "{}", serde_json::to_string(&ev).unwrap_or_default());
+        let _ = out.flush();
+    });
+    0
+}
+
+/// In this process, without crash isolation (for hosts that cannot re-run
+/// themselves). ONNX Runtime can be loaded only once per process.
+pub(crate) fn run_in_process(job: &Job, source: &str) -> RuntimeReport {
+    let mut report = RuntimeReport::new(&job.ort_lib, source);
+    drive(job, &mut |ev| report.absorb(ev));
+    report.finish(End::InProcess);
+    report
+}

@@ -1,0 +1,18 @@
+//! The runtime checks, one file each, from what the engine returns to
+//! findings: what must hold after each step (`step`), the cache run with its
+//! growth and parity (`cache`), repeatability (`repeatability`), left-padded
+//! prompt batches (`batch`) and padded source batches (`source_batch`),
+//! variants against fp32 (`variant`), optimization levels (`levels`) and
+//! sliding windows (`window`). `job` is what the child process runs: these
+//! checks in order, or the recorded calls of a `replay`, or a reference
+//! generation for `protocol`.
+
+pub(crate) mod batch;
+pub(crate) mod cache;
+pub(crate) mod job;
+pub(crate) mod levels;
+pub(crate) mod repeatability;
+pub(crate) mod source_batch;
+pub(crate) mod step;
+pub(crate) mod variant;
+pub(crate) mod window;

@@ -1,0 +1,120 @@
+//! The step driver's pieces every job shares: the uncached recompute of a
+//! prefix (the parity reference), greedy generation without a cache (the
+//! reference an emitted program must match), a recorded call's feeds (for
+//! `replay`) and the test-only fault injection. The checks that drive steps
+//! are in `checks/`; what the child runs in order is `checks::job`.
+
+use crate::engine::context::Ctx;
+use crate::engine::feeds::{self, Cache, Feed, Rng, Uncached};
+use crate::engine::session::run;
+use crate::model::signature::ElemType;
+use crate::plan::Plan;
+use ndarray::{ArrayD, IxDyn};
+
+/// A recorded call's feeds: its dtypes, shapes and small values (flags, ids),
+/// seeded contents for the rest (ids within the vocabulary, masks of ones).
+pub(crate) fn replay_feeds(plan: &Plan, c: &crate::engine::options::ReplayCall, rng: &mut Rng) -> Vec<Feed> {
+    c.feeds
+        .iter()
+        .map(|(name, dtype, shape, value)| {
+            let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+            let n: usize = dims.iter().product();
+            let elem = ElemType::from_name(dtype).unwrap_or(ElemType::F32);
+            let given = value.as_ref().filter(|v| v.len() == n);
+            let values = if elem == ElemType::BOOL {
+                feeds::Values::Bool(
+                    ArrayD::from_shape_vec(
+                        IxDyn(&dims),
+                        given.map_or(vec![false; n], |v| v.iter().map(|&x| x != 0).collect()),
+                    )
+                    .expect("shape"),
+                )
+            } else if elem.is_float() {
+                feeds::Values::Float(
+                    ArrayD::from_shape_vec(IxDyn(&dims), (0..n).map(|_| rng.normal()).collect()).expect("shape"),
+                )
+            } else {
+                let v = match given {
+                    Some(v) => v.clone(),
+                    None if name.contains("mask") => vec![1; n],
+                    None => (0..n).map(|_| rng.below(plan.vocab)).collect(),
+                };
+                feeds::Values::Int(ArrayD::from_shape_vec(IxDyn(&dims), v).expect("shape"))
+            };
+            Feed { name: name.clone(), elem, values }
+        })
+        .collect()
+}
+
+/// Greedy generation without any cache: every step recomputes the whole
+/// prefix (the reference an emitted program's cached loop must match).
+pub(crate) fn generate(
+    ctx: &mut Ctx<'_>,
+    r: &crate::engine::options::Reference,
+) -> Result<crate::engine::events::Generated, String> {
+    let empty = Cache::empty(&ctx.job.plan, 0);
+    let mut tokens = ctx.prompt.clone();
+    let (mut ids, mut top5) = (Vec::new(), Vec::new());
+    for _ in 0..r.max_new_tokens {
+        let logits = recompute(ctx, &tokens, 0, &empty)?;
+        let last = logits.index_axis(ndarray::Axis(0), 0);
+        let row = last.index_axis(ndarray::Axis(0), last.shape()[0] - 1);
+        let mut order: Vec<(usize, f64)> = row.iter().map(|v| f64::from(*v)).enumerate().collect();
+        // Highest first; equal logits by lower id (numpy's stable argsort of -logits).
+        order.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0)));
+        let token = order[0].0 as i64;
+        top5.push(order.iter().take(5).map(|(i, v)| (*i as i64, *v)).collect());
+        ids.push(token);
+        tokens[0].push(token);
+        if !r.ignore_eos && Some(token) == r.eos {
+            break;
+        }
+    }
+    Ok((ids, top5))
+}
+
+/// Logits of the whole prefix without cache: the separate no-cache model
+/// when there is one, else the same model with an empty past.
+pub(crate) fn recompute(
+    ctx: &mut Ctx<'_>,
+    tokens: &[Vec<i64>],
+    dummy: i64,
+    cache: &Cache,
+) -> Result<ArrayD<f32>, String> {
+    let plan = &ctx.job.plan;
+    let states = ctx.encoder_states.as_ref();
+    let out = match ctx.no_cache.as_mut() {
+        Some(side) => {
+            let feeds = side.keep(feeds::uncached(plan, tokens, states, ctx.enc_len, Uncached::SeparateModel, cache));
+            run(&mut side.session, &feeds)?
+        }
+        None => {
+            let feeds = feeds::uncached(plan, tokens, states, ctx.enc_len, Uncached::SameModel { dummy }, cache);
+            run(&mut ctx.session, &feeds)?
+        }
+    };
+    out.floats.get(&plan.logits).cloned().ok_or_else(|| format!("no `{}` from the uncached run", plan.logits))
+}
+
+/// Test-only fault injection: `ONNX_CONTRACT_FAULT=segv@2` (or `abort@2`)
+/// kills the child just before step 2, as a runtime crash would.
+pub(crate) fn inject_fault(step: usize) {
+    let Ok(spec) = std::env::var("ONNX_CONTRACT_FAULT") else { return };
+    let Some((kind, at)) = spec.split_once('@') else { return };
+    if at.parse::<usize>().ok() != Some(step) {
+        return;
+    }
+    match kind {
+        #[cfg(unix)]
+        // SAFETY: raising a signal on ourselves is the point.
+        // Rust's own SIGSEGV handler (stack-overflow detection) swallows a
+        // raised signal once; restore the default so this one kills, as a
+        // real fault inside ONNX Runtime would.
+        "segv" => unsafe {
+            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+            libc::raise(libc::SIGSEGV);
+        },
+        "abort" => std::process::abort(),
+        _ => {}
+    }
+}

@@ -1,0 +1,34 @@
+//! ONNX Runtime: finding the library (`locate`) and the versions it accepts
+//! (`compat`), sessions (`session`), the child process that isolates a crash
+//! (`child`) and the events it reports (`events`), the job it is given
+//! (`options`), feeds (`feeds`), the job's shared state (`context`), the
+//! step driver's pieces (`driver`), the encoder run (`encoder`), and the
+//! report a run's events become (`runtime_report`).
+//!
+//! Without the `runtime` feature only the pure parts are built: the locator,
+//! the IR/opset table, the events and the report types; nothing links ONNX
+//! Runtime.
+
+pub mod compat;
+pub mod events;
+pub mod locate;
+pub mod runtime_report;
+
+#[cfg(feature = "runtime")]
+pub(crate) mod child;
+#[cfg(feature = "runtime")]
+pub(crate) mod context;
+#[cfg(feature = "runtime")]
+pub(crate) mod driver;
+#[cfg(feature = "runtime")]
+pub(crate) mod encoder;
+#[cfg(feature = "runtime")]
+pub(crate) mod feeds;
+#[cfg(feature = "runtime")]
+pub(crate) mod npy;
+#[cfg(feature = "runtime")]
+pub(crate) mod options;
+#[cfg(feature = "runtime")]
+pub(crate) mod session;
+
+pub use runtime_report::RuntimeReport;
