@@ -38,17 +38,16 @@ pub mod model;
 pub mod plan;
 pub mod protocol;
 pub mod render;
-mod report;
 #[cfg(feature = "schema")]
 pub mod schema;
 
+pub use checker::report::{ContractInfo, FileReport, FolderReport, Params, Report, Verdict, SCHEMA_VERSION};
 pub use checker::{Checker, Isolation, DEEP_MAX_STEPS, DEEP_STEPS};
 pub use contract::{Contract, ContractError};
 pub use error::Error;
 pub use finding::{Code, Finding, Severity};
 pub use model::reader::read_usable_signature;
 pub use model::summary::{ModelSummary, PortSummary};
-pub use report::{ContractInfo, FileReport, FolderReport, Params, Report, Verdict, SCHEMA_VERSION};
 
 use std::path::Path;
 

@@ -2,9 +2,9 @@
 //! generated from the types themselves (`schemars`), so they cannot drift:
 //! `tests/schemas.rs` keeps the committed copies in `schemas/` in sync.
 
+use crate::checker::report::Params;
 use crate::finding::Code;
 use crate::model::signature::{Dim, ElemType};
-use crate::report::Params;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use std::borrow::Cow;
 
@@ -60,8 +60,8 @@ impl JsonSchema for Params {
 pub fn all() -> Vec<(&'static str, serde_json::Value)> {
     let doc = |s: Schema| serde_json::to_value(s).unwrap_or_default();
     vec![
-        ("report.schema.json", doc(schemars::schema_for!(crate::report::Report))),
-        ("folder-report.schema.json", doc(schemars::schema_for!(crate::report::FolderReport))),
+        ("report.schema.json", doc(schemars::schema_for!(crate::checker::report::Report))),
+        ("folder-report.schema.json", doc(schemars::schema_for!(crate::checker::report::FolderReport))),
         ("signature.schema.json", doc(schemars::schema_for!(crate::model::summary::ModelSummary))),
         ("folder-summary.schema.json", doc(schemars::schema_for!(crate::folder::FolderSummary))),
         ("contract.schema.json", doc(schemars::schema_for!(crate::contract::spec::ContractFile))),

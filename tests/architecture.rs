@@ -1,9 +1,35 @@
-//! The layering the README describes, checked on the source: no two files of
-//! `src/` import each other, and the binary only parses, builds a `Checker`,
-//! renders and maps the verdict.
+//! The house the README describes ("Where things are"), checked on the
+//! source: every room of `src/` stands on a floor and imports only rooms on
+//! floors below it; no two files import each other; no source file is longer
+//! than 500 lines; `main.rs` only parses, dispatches and maps the exit code.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+/// The floors, bottom first. A room imports only rooms on a lower floor;
+/// rooms on one floor do not import each other. Data flows up: a folder's
+/// files are read (`model`), checked statically (`contract`, `folder`),
+/// planned (`plan`), driven (`engine`), explained (`diagnose`), judged
+/// (`checks`), gathered into a report (`checker`), shown to a caller
+/// (`protocol`, `caller`), rendered (`render`, `schema`), and commanded (`cli`).
+const FLOORS: &[&[&str]] = &[
+    &["finding", "exit", "error"],
+    &["model"],
+    &["contract"],
+    &["folder"],
+    &["plan"],
+    &["engine"],
+    &["diagnose"],
+    &["checks"],
+    &["checker"],
+    &["protocol", "caller"],
+    &["render"],
+    &["schema"],
+    // The library's root: declares the rooms and re-exports; nothing in them imports it.
+    &["lib"],
+    // The binary.
+    &["cli", "main"],
+];
 
 fn src() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -20,7 +46,14 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `runtime/driver.rs` → ["runtime", "driver"]; `runtime/mod.rs` → ["runtime"].
+fn all_files() -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    rust_files(&src(), &mut all);
+    all.sort();
+    all
+}
+
+/// `engine/driver.rs` → ["engine", "driver"]; `engine/mod.rs` → ["engine"]; `lib.rs` → [].
 fn module_of(file: &Path) -> Vec<String> {
     let rel = file.strip_prefix(src()).unwrap();
     let mut parts: Vec<String> = rel.iter().map(|s| s.to_string_lossy().trim_end_matches(".rs").to_string()).collect();
@@ -30,26 +63,52 @@ fn module_of(file: &Path) -> Vec<String> {
     parts
 }
 
+/// The room a file is in: its first folder under `src/`, or its own name.
+fn room_of(file: &Path) -> String {
+    let rel = file.strip_prefix(src()).unwrap();
+    rel.iter().next().unwrap().to_string_lossy().trim_end_matches(".rs").to_string()
+}
+
+fn floor_of(room: &str) -> Option<usize> {
+    FLOORS.iter().position(|f| f.contains(&room))
+}
+
+/// The source without comments: doc links name paths that are not imports.
+fn code_of(file: &Path) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
 /// The file a module path names, trying the longest prefix first.
 fn file_of(module: &[String], files: &BTreeMap<Vec<String>, PathBuf>) -> Option<Vec<String>> {
     (1..=module.len()).rev().map(|n| module[..n].to_vec()).find(|m| files.contains_key(m))
 }
 
-/// Modules a file refers to through `crate::…` and `super::…` paths.
+/// Modules a file refers to through `crate::…`, `super::…` and (in the
+/// binary) `onnx_contract::…` paths. `crate::X` where X is no module is an
+/// item of the crate root: the module `[]`.
 fn imports(file: &Path, files: &BTreeMap<Vec<String>, PathBuf>) -> BTreeSet<Vec<String>> {
-    let text = std::fs::read_to_string(file).unwrap();
+    let text = code_of(file);
     let me = module_of(file);
     let mut out = BTreeSet::new();
-    for (prefix, base) in [
-        ("crate::", Vec::new()),
+    let in_binary = matches!(room_of(file).as_str(), "cli" | "main");
+    let mut prefixes = vec![
         ("super::", {
-            // `super` of runtime/driver.rs is runtime; of runtime/mod.rs (module runtime) the crate.
+            // `super` of engine/driver.rs is engine; of engine/mod.rs (module engine) the crate.
             let mut b = me.clone();
             b.pop();
             b
         }),
-    ] {
+        ("onnx_contract::", Vec::new()),
+    ];
+    if !in_binary {
+        prefixes.push(("crate::", Vec::new()));
+    }
+    for (prefix, base) in prefixes {
         for (i, _) in text.match_indices(prefix) {
+            if text[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
             let rest = &text[i + prefix.len()..];
             let mut path = base.clone();
             let mut group = rest;
@@ -76,8 +135,15 @@ fn imports(file: &Path, files: &BTreeMap<Vec<String>, PathBuf>) -> BTreeSet<Vec<
                     None => break,
                 }
             }
-            if let Some(m) = file_of(&path, files) {
-                out.insert(m);
+            match file_of(&path, files) {
+                Some(m) => {
+                    out.insert(m);
+                }
+                // `crate::Error`, `onnx_contract::Checker`: the root's own items.
+                None if prefix != "super::" => {
+                    out.insert(Vec::new());
+                }
+                None => {}
             }
         }
     }
@@ -85,39 +151,134 @@ fn imports(file: &Path, files: &BTreeMap<Vec<String>, PathBuf>) -> BTreeSet<Vec<
     out
 }
 
+struct House {
+    files: BTreeMap<Vec<String>, PathBuf>,
+    graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+}
+
+fn house() -> House {
+    let all = all_files();
+    // The library's modules; the binary's (`main.rs`, `cli/`) are scanned on their own.
+    let lib_files: BTreeMap<Vec<String>, PathBuf> = all
+        .iter()
+        .filter(|f| !matches!(room_of(f).as_str(), "cli" | "main"))
+        .map(|f| (module_of(f), f.clone()))
+        .collect();
+    let graph = all.iter().map(|f| (module_of(f), imports(f, &lib_files))).collect();
+    House { files: all.iter().map(|f| (module_of(f), f.clone())).collect(), graph }
+}
+
+fn room_of_module(m: &[String]) -> String {
+    m.first().cloned().unwrap_or_else(|| "lib".into())
+}
+
+#[test]
+fn every_room_stands_on_a_floor_and_imports_only_rooms_below() {
+    let h = house();
+    let mut unplaced = BTreeSet::new();
+    let mut upward = Vec::new();
+    for (m, deps) in &h.graph {
+        let file = &h.files[m];
+        let room = room_of(file);
+        let Some(floor) = floor_of(&room) else {
+            unplaced.insert(room);
+            continue;
+        };
+        for d in deps {
+            let to = room_of_module(d);
+            if to == room {
+                continue;
+            }
+            let Some(to_floor) = floor_of(&to) else {
+                unplaced.insert(to);
+                continue;
+            };
+            if to_floor >= floor {
+                upward.push(format!(
+                    "{} (floor {floor}) imports {} (floor {to_floor})",
+                    file.strip_prefix(src()).unwrap().display(),
+                    if d.is_empty() { "lib.rs".to_string() } else { d.join("/") }
+                ));
+            }
+        }
+    }
+    assert!(unplaced.is_empty(), "rooms on no floor (add them to FLOORS and to the README): {unplaced:?}");
+    assert!(upward.is_empty(), "imports from a room to a room on its floor or above:\n{}", upward.join("\n"));
+    // The scanner sees the imports it must see, so an empty list above means something.
+    let sees = |from: &[&str], to: &[&str]| {
+        let from: Vec<String> = from.iter().map(|s| s.to_string()).collect();
+        let to: Vec<String> = to.iter().map(|s| s.to_string()).collect();
+        h.graph.get(&from).is_some_and(|d| d.contains(&to))
+    };
+    assert!(sees(&["checks", "cache"], &["engine", "feeds"]), "the scanner sees checks/cache → engine/feeds");
+    assert!(sees(&["cli", "check"], &["render"]), "the scanner sees cli/check → render (through onnx_contract::)");
+    assert!(sees(&["cli", "check"], &[]), "the scanner sees cli/check → lib.rs (onnx_contract::Checker)");
+}
+
 #[test]
 fn no_two_files_import_each_other() {
-    let mut all = Vec::new();
-    rust_files(&src(), &mut all);
-    let files: BTreeMap<Vec<String>, PathBuf> =
-        all.iter().filter(|f| !f.ends_with("main.rs")).map(|f| (module_of(f), f.clone())).collect();
-    let graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> =
-        files.iter().map(|(m, f)| (m.clone(), imports(f, &files))).collect();
+    let h = house();
     let mut circles = Vec::new();
-    for (a, deps) in &graph {
+    for (a, deps) in &h.graph {
         for b in deps {
             // A parent module declaring its children (`mod x;`) is not an import.
             if b.starts_with(a) || a.starts_with(b) {
                 continue;
             }
-            if graph.get(b).is_some_and(|d| d.contains(a)) && a < b {
+            if h.graph.get(b).is_some_and(|d| d.contains(a)) && a < b {
                 circles.push(format!("{} <-> {}", a.join("/"), b.join("/")));
             }
         }
     }
-    assert!(graph.len() > 20, "found the modules: {:?}", graph.keys().collect::<Vec<_>>());
-    assert!(
-        graph[&vec!["engine".to_string(), "driver".to_string()]].contains(&vec!["engine".into(), "feeds".into()]),
-        "the import scanner sees driver → feeds"
-    );
+    assert!(h.graph.len() > 60, "found the modules: {:?}", h.graph.keys().collect::<Vec<_>>());
     assert!(circles.is_empty(), "files importing each other: {circles:?}");
 }
 
 #[test]
-fn the_binary_only_parses_checks_through_the_checker_and_renders() {
+fn no_source_file_is_over_500_lines() {
+    let long: Vec<String> = all_files()
+        .iter()
+        .map(|f| {
+            (f.strip_prefix(src()).unwrap().display().to_string(), std::fs::read_to_string(f).unwrap().lines().count())
+        })
+        .filter(|(_, n)| *n > 500)
+        .map(|(f, n)| format!("{f}: {n} lines"))
+        .collect();
+    assert!(long.is_empty(), "split these by what they hold: {long:?}");
+}
+
+#[test]
+fn main_only_parses_dispatches_and_maps_the_exit_code() {
     let main = std::fs::read_to_string(src().join("main.rs")).unwrap();
-    for call in ["plan::build", "child::run", "contract::check(", "driver::", "locate::"] {
-        assert!(!main.contains(call), "main.rs calls {call} itself");
+    let lines = main.lines().count();
+    assert!(lines < 100, "main.rs has {lines} lines: per-command code belongs in cli/");
+    assert!(main.contains("cli::run("), "main.rs dispatches through cli::run");
+    // Commands work through the library's front doors, never its engine.
+    for f in all_files().iter().filter(|f| matches!(room_of(f).as_str(), "cli" | "main")) {
+        let text = std::fs::read_to_string(f).unwrap();
+        for call in ["plan::build", "child::run", "contract::check(", "driver::", "locate::"] {
+            assert!(!text.contains(call), "{} calls {call} itself", f.display());
+        }
     }
-    assert!(main.contains("Checker::new()"), "main.rs builds a Checker");
+    let check = std::fs::read_to_string(src().join("cli").join("check.rs")).unwrap();
+    assert!(check.contains("Checker::new()"), "check builds a Checker");
+}
+
+#[test]
+fn the_readme_names_every_room() {
+    let readme = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme.split("## Where things are").nth(1).expect("README has a \"Where things are\" section");
+    let section = section.split("\n## ").next().unwrap();
+    let mut rooms: BTreeSet<String> = BTreeSet::new();
+    for e in std::fs::read_dir(src()).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        rooms.insert(if p.is_dir() { format!("src/{name}/") } else { format!("src/{name}") });
+    }
+    let missing: Vec<&String> = rooms.iter().filter(|r| !section.contains(&format!("`{r}`"))).collect();
+    assert!(missing.is_empty(), "rooms the README's \"Where things are\" does not name: {missing:?}");
+    for room in FLOORS.iter().flat_map(|f| f.iter()) {
+        let named = rooms.iter().any(|r| r == &format!("src/{room}/") || r == &format!("src/{room}.rs"));
+        assert!(named, "FLOORS names `{room}`, which is not in src/");
+    }
 }

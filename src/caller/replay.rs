@@ -6,6 +6,7 @@
 
 use super::guard::FeedGuard;
 use super::trace::{self, Call};
+use crate::checker::report::{Report, Verdict};
 use crate::checker::Checker;
 use crate::engine::options::{Job, Options, ReplayCall};
 use crate::engine::{child, locate};
@@ -13,7 +14,6 @@ use crate::finding::{Code, Finding, Severity};
 use crate::folder::layout::{Entry, Layout};
 use crate::folder::Role;
 use crate::plan;
-use crate::report::{Report, Verdict};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -217,7 +217,7 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
         _ => "both: the caller departs from the protocol, and the model fails the correct protocol too".into(),
     };
     Ok(ReplayReport {
-        schema_version: crate::SCHEMA_VERSION,
+        schema_version: crate::checker::report::SCHEMA_VERSION,
         verdict: if caller_ok { Verdict::Pass } else { Verdict::Fail },
         at_fault: at_fault.into(),
         summary,

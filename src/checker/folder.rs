@@ -4,12 +4,12 @@
 //! transformers.js run it; decoder-only alone), then the checks across files.
 
 use super::{Checker, Setup};
+use crate::checker::report::{FileReport, FolderReport, Report};
 use crate::error::Error;
 use crate::finding::{Code, Finding, Severity};
 use crate::folder::layout::{Entry, Layout as Folder};
 use crate::folder::{consistency, Role};
 use crate::model::summary::ModelSummary;
-use crate::report::{FileReport, FolderReport, Report};
 use std::path::Path;
 
 /// How `e` is driven, and in words.

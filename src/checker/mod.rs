@@ -3,13 +3,14 @@
 //! all call it; nothing else strings these steps together.
 
 mod folder;
+pub(crate) mod report;
 
+use crate::checker::report::{ContractInfo, Report};
 use crate::contract::{self, Contract};
 use crate::engine::{compat, RuntimeReport};
 use crate::error::Error;
 use crate::finding::{any_error, Code, Finding, Severity};
 use crate::model::summary::ModelSummary;
-use crate::report::{ContractInfo, Report};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -272,7 +273,7 @@ impl Checker {
     /// Checks every ONNX file of an export folder (and its `onnx/`
     /// subfolder), each against its family's contract for its role, driven
     /// the way real callers drive that form, plus the checks across files.
-    pub fn run_folder(&self, dir: &Path) -> Result<crate::report::FolderReport, Error> {
+    pub fn run_folder(&self, dir: &Path) -> Result<crate::checker::report::FolderReport, Error> {
         folder::run_folder(self, dir)
     }
 

@@ -162,7 +162,8 @@ mod tests {
                 let role = role_of(&sig);
                 let contract = for_role(role, fam, &config.sizes).unwrap().unwrap();
                 let findings = crate::contract::check(&sig, &contract);
-                let errors: Vec<_> = findings.iter().filter(|f| f.severity == crate::Severity::Error).collect();
+                let errors: Vec<_> =
+                    findings.iter().filter(|f| f.severity == crate::finding::Severity::Error).collect();
                 assert!(errors.is_empty(), "{folder}/{} as {role}: {errors:#?}", f.rel);
             }
         }

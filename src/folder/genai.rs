@@ -160,8 +160,10 @@ mod tests {
         assert_eq!(g.config.sizes["kv_heads"].source, "genai_config.json: model.decoder.num_key_value_heads");
         let c = g.contract(&g.config.sizes).unwrap();
         let sig = crate::model::reader::read_signature(&dir("llama-genai").join("model.onnx")).unwrap();
-        let errors: Vec<_> =
-            crate::contract::check(&sig, &c).into_iter().filter(|f| f.severity == crate::Severity::Error).collect();
+        let errors: Vec<_> = crate::contract::check(&sig, &c)
+            .into_iter()
+            .filter(|f| f.severity == crate::finding::Severity::Error)
+            .collect();
         assert!(errors.is_empty(), "{errors:#?}");
         // The disagreeing copy: 4 KV heads in the config, 2 in the graph.
         let bad = GenaiConfig::read(&dir("llama-genai-config-mismatch")).unwrap().unwrap();

@@ -1,5 +1,5 @@
 //! Export folders: what optimum, transformers.js or a custom script writes.
-//! A layer above `contract/` and `runtime/`: it finds the ONNX files
+//! A room above `contract/` and below `plan/`: it finds the ONNX files
 //! (`discover`), tells each file's role from its signature (`roles`) and
 //! reads the sizes the folder's config files state (`config`).
 

@@ -1,6 +1,6 @@
 //! `protocol`: how to call *this* model, written out for the caller. Every
 //! row comes from the plan the runtime check drives the model with
-//! (`runtime::plan`), never restated by hand; `table` lays it out per step,
+//! (`plan`), never restated by hand; `table` lays it out per step,
 //! `emit` writes it as a program.
 
 pub mod emit;

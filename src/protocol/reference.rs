@@ -34,7 +34,7 @@ pub fn generate(
     };
     let job = Job { model: file(&l.later_file), ort_lib: lib.path.clone(), plan, options };
     let report = crate::engine::child::run(&exe, &job, &lib.source.to_string(), Duration::from_secs(600), &|_| {});
-    if let Some(f) = report.findings.iter().find(|f| f.severity == crate::Severity::Error) {
+    if let Some(f) = report.findings.iter().find(|f| f.severity == crate::finding::Severity::Error) {
         return Err(f.message.clone());
     }
     report.generated.ok_or_else(|| "the reference run produced nothing".into())

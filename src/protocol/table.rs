@@ -437,7 +437,7 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
         });
     }
     Ok(Protocol {
-        schema_version: crate::SCHEMA_VERSION,
+        schema_version: crate::checker::report::SCHEMA_VERSION,
         path: path.display().to_string(),
         model_type: layout
             .config

@@ -2,8 +2,8 @@
 //! error or warning (`::error file=…,line=…,title=…::…`), then a summary.
 
 use super::targets::{full_message, Targets};
+use crate::checker::report::Verdict;
 use crate::finding::{Finding, Severity};
-use crate::report::Verdict;
 
 /// Escapes a message (`%`, CR, LF) as the workflow-command syntax requires.
 fn data(s: &str) -> String {

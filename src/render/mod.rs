@@ -13,7 +13,7 @@ pub mod sarif;
 pub mod table;
 pub mod targets;
 
-use crate::report::{FolderReport, Report};
+use crate::checker::report::{FolderReport, Report};
 
 /// One output format of a check report.
 pub trait Renderer {

@@ -1,8 +1,8 @@
 //! What the CI formats report on: every checked file with its report, and the
 //! folder's own findings, whether the check was of one file or a folder.
 
+use crate::checker::report::{FolderReport, Report, Verdict};
 use crate::finding::{Code, Finding};
-use crate::report::{FolderReport, Report, Verdict};
 
 /// One checked file: its path (as the CI should show it) and its report.
 pub struct Target<'a> {

@@ -1,0 +1,149 @@
+//! `check`: the static check and the runtime checks of a model or an export
+//! folder, rendered in the chosen format; the exit code from the verdict.
+
+use super::fail::{exit_code, Fail};
+use super::output::{emit, progress_line};
+use super::Format;
+use onnx_contract::render::{Github, Human, Json, Junit, Renderer, Sarif};
+use onnx_contract::{exit, Checker, Contract};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct CheckArgs {
+    /// An export folder (every .onnx in it and in onnx/), or one .onnx file.
+    model: PathBuf,
+    /// A YAML contract file, or a built-in contract's name (`specs` lists
+    /// them). Default: the family's built-in contract, chosen by
+    /// config.json's model_type (or the signature) and sized from it.
+    #[arg(long, short)]
+    contract: Option<String>,
+    /// Override a contract parameter, e.g. --param hidden=32 (repeatable). The
+    /// built-in contracts' parameters: layers, heads or kv_heads, head_dim,
+    /// hidden (seq2seq), vocab (`onnx-contract specs NAME` shows a contract's).
+    #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
+    params: Vec<(String, i64)>,
+    /// Only the static signature check (no ONNX Runtime).
+    #[arg(long)]
+    static_only: bool,
+    /// Run the runtime check even when the static check failed.
+    #[arg(long)]
+    force_run: bool,
+    /// Decoding steps per run (bugs of a length baked in at export show at step 2, so at least 3).
+    #[arg(long, default_value_t = 4)]
+    steps: usize,
+    /// Longer and slower: at least 32 steps (and past config.json's
+    /// sliding_window + 2), every step also re-run with ONNX Runtime's
+    /// graph optimizations disabled and compared with the default level.
+    #[arg(long)]
+    deep: bool,
+    /// Batch size of the feeds.
+    #[arg(long, default_value_t = 1)]
+    batch: i64,
+    /// Seed for token ids and random encoder states.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Produce encoder_hidden_states with this encoder model (seq2seq).
+    #[arg(long, value_name = "ENCODER.onnx")]
+    encoder: Option<PathBuf>,
+    /// Recompute uncached logits with this model (e.g. decoder_model.onnx)
+    /// instead of the merged decoder's no-cache branch.
+    #[arg(long, value_name = "DECODER.onnx")]
+    no_cache_model: Option<PathBuf>,
+    /// ONNX Runtime library to use; repeat to check against several runtimes.
+    /// Default: ORT_DYLIB_PATH, the python onnxruntime package, our cache,
+    /// system paths, then a pip fetch of the pinned version.
+    #[arg(long = "ort-lib", value_name = "PATH")]
+    ort_libs: Vec<PathBuf>,
+    /// Never fetch ONNX Runtime with pip; fail if none is installed.
+    #[arg(long)]
+    no_fetch: bool,
+    /// Say before running whether the model needs a newer ONNX Runtime than
+    /// this version (max IR version and opset it accepts), e.g. 1.16.
+    #[arg(long, value_name = "VERSION")]
+    target_ort: Option<String>,
+    /// Seconds before a hung runtime is killed.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+}
+
+fn parse_param(s: &str) -> Result<(String, i64), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("`{s}`: expected NAME=VALUE"))?;
+    let v: i64 = v.trim().parse().map_err(|_| format!("`{s}`: `{v}` is not an integer"))?;
+    Ok((k.trim().to_string(), v))
+}
+
+pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
+    let is_dir = args.model.is_dir();
+    let builtin_name = args.contract.as_deref().filter(|c| !Path::new(c).exists());
+    // A contract file applies to one model; a folder takes a family's name.
+    let contract = match (&args.contract, is_dir) {
+        (Some(c), false) => Some(Contract::resolve(c, &args.params)?),
+        (Some(c), true) if builtin_name.is_none() => {
+            return Err(Fail {
+                code: exit::USAGE,
+                kind: "usage",
+                message: format!(
+                    "--contract {c}: a contract file applies to one model; for a folder give a built-in family (`onnx-contract specs`) or check a file"
+                ),
+            })
+        }
+        _ => None,
+    };
+    let no_fetch =
+        args.no_fetch || std::env::var_os("ONNX_CONTRACT_NO_FETCH").is_some_and(|v| !v.is_empty() && v != "0");
+    let mut checker = Checker::new()
+        .static_only(args.static_only)
+        .force_run(args.force_run)
+        .steps(args.steps)
+        .deep(args.deep)
+        .batch(args.batch)
+        .seed(args.seed)
+        .runtimes(args.ort_libs)
+        .fetch(!no_fetch)
+        .timeout(Duration::from_secs(args.timeout))
+        .on_notice(|text| eprintln!("onnx-contract: {text} (--no-fetch forbids this)"))
+        .on_progress(progress_line());
+    if let Some(c) = contract {
+        checker = checker.contract(c);
+    }
+    if let (Some(name), true) = (builtin_name, is_dir) {
+        checker = checker.family(name);
+    }
+    if let Some(v) = args.target_ort {
+        checker = checker.target_ort(v);
+    }
+    if let Some(p) = args.encoder {
+        checker = checker.encoder(p);
+    }
+    if let Some(p) = args.no_cache_model {
+        checker = checker.no_cache_model(p);
+    }
+    let renderer: &dyn Renderer = match format {
+        Format::Json => &Json,
+        Format::Sarif => &Sarif,
+        Format::Github => &Github,
+        Format::Junit => &Junit,
+        Format::Human => &Human,
+    };
+    if is_dir {
+        let report = checker.run_folder(&args.model)?;
+        emit(&renderer.render_folder(&report));
+        return Ok(exit_code(report.verdict, report.errors().map(|f| f.code)));
+    }
+    let report = checker.run(&args.model)?;
+    emit(&renderer.render(&report));
+    Ok(exit_code(report.verdict, report.errors().map(|f| f.code)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_parse_as_name_equals_integer() {
+        assert_eq!(parse_param("hidden=32").unwrap(), ("hidden".to_string(), 32));
+        assert!(parse_param("hidden").unwrap_err().contains("NAME=VALUE"));
+        assert!(parse_param("hidden=x").unwrap_err().contains("not an integer"));
+    }
+}

@@ -1,0 +1,86 @@
+//! `protocol`: how to call this model, as a table or JSON, as a complete
+//! program (`--emit`), or as a reference generation without a cache.
+
+use super::fail::Fail;
+use super::output::emit;
+use clap::ValueEnum;
+use onnx_contract::exit;
+use onnx_contract::render::{json, table};
+use std::path::PathBuf;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Lang {
+    Python,
+    Rust,
+    Js,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ProtocolArgs {
+    /// An export folder, or one decoder file.
+    path: PathBuf,
+    /// Write a program instead: python (onnxruntime + numpy), rust (ort 2 + ndarray) or js (onnxruntime-node).
+    #[arg(long, value_enum)]
+    emit: Option<Lang>,
+    /// Instead: generate greedily WITHOUT a cache (every step recomputes the
+    /// prefix) and print what an emitted program prints, as a reference.
+    #[arg(long, conflicts_with = "emit")]
+    reference: bool,
+    /// The prompt (decoder-only) or the source ids (text seq2seq) for --reference, e.g. 5,17,42.
+    #[arg(long, value_delimiter = ',')]
+    ids: Vec<i64>,
+    /// The audio encoder's input features (.npy) for --reference.
+    #[arg(long)]
+    features: Option<PathBuf>,
+    /// New tokens for --reference.
+    #[arg(long, default_value_t = 16)]
+    max_new_tokens: usize,
+    /// Do not stop at the end token (--reference).
+    #[arg(long)]
+    ignore_eos: bool,
+    /// Which decoder form to emit or generate with when the folder has
+    /// several: merged-decoder, split-pair, decoder-only (default: the first).
+    #[arg(long)]
+    form: Option<String>,
+}
+
+pub(crate) fn run(args: ProtocolArgs, json_out: bool) -> Result<i32, Fail> {
+    let ProtocolArgs { path, emit: lang, reference, ids, features, max_new_tokens, ignore_eos, form } = args;
+    let mut p = onnx_contract::protocol::describe(&path)?;
+    if let Some(form) = form {
+        let forms: Vec<String> = p.loops.iter().map(|l| l.form.clone()).collect();
+        p.loops.retain(|l| l.form == form);
+        if p.loops.is_empty() {
+            return Err(Fail {
+                code: exit::USAGE,
+                kind: "usage",
+                message: format!("--form {form}: {} has only: {}", path.display(), forms.join(", ")),
+            });
+        }
+    }
+    if reference {
+        let (ids, top5) =
+            onnx_contract::protocol::reference::generate(&p, &path, ids, features, max_new_tokens, ignore_eos)
+                .map_err(|message| Fail { code: exit::NO_RUNTIME, kind: "runtime", message })?;
+        emit(&format!("{}\n", serde_json::json!({ "ids": ids, "top5": top5 })));
+        return Ok(exit::OK);
+    }
+    match lang {
+        Some(lang) => {
+            let lang = match lang {
+                Lang::Python => onnx_contract::protocol::emit::Lang::Python,
+                Lang::Rust => onnx_contract::protocol::emit::Lang::Rust,
+                Lang::Js => onnx_contract::protocol::emit::Lang::Js,
+            };
+            let text = onnx_contract::protocol::emit::program(&p, lang).map_err(|message| Fail {
+                code: exit::VIOLATED,
+                kind: "protocol",
+                message: format!("{}: {message}", path.display()),
+            })?;
+            emit(&text);
+        }
+        None if json_out => emit(&json::to_text(&p)),
+        None => emit(&table::protocol(&p)),
+    }
+    Ok(exit::OK)
+}
