@@ -24,6 +24,9 @@ pub struct GenaiConfig {
     pub inputs: BTreeMap<String, String>,
     /// `model.decoder.outputs`.
     pub outputs: BTreeMap<String, String>,
+    /// `search.past_present_share_buffer`: pasts and presents are one
+    /// buffer of `max_length`, written in place.
+    pub share_buffer: Option<bool>,
 }
 
 const SIZE_KEYS: &[(&str, &str)] = &[
@@ -83,6 +86,7 @@ impl GenaiConfig {
             config: ModelConfig { model_type, sizes, sliding_window: None },
             inputs: strings(at(v, "model.decoder.inputs")),
             outputs: strings(at(v, "model.decoder.outputs")),
+            share_buffer: at(v, "search.past_present_share_buffer").and_then(Value::as_bool),
         })
     }
 

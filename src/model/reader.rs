@@ -113,6 +113,7 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
     for node in &graph.node {
         counts.visit_node(node);
     }
+    let input_reach = reach(graph, &inputs, &counts.subgraph_readers);
     let mut weight_elements = std::collections::BTreeMap::new();
     for t in &graph.initializer {
         let n: u64 = t.dims.iter().map(|&d| d.max(0) as u64).product();
@@ -142,6 +143,7 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
         initializer_count: graph.initializer.len() + graph.sparse_initializer.len(),
         external_data,
         file_size: 0,
+        input_reach,
     })
 }
 
@@ -214,8 +216,52 @@ fn dims(shape: &pb::TensorShapeProto) -> Vec<Dim> {
         .collect()
 }
 
+/// How many nodes deep `input_reach` follows an input through the main graph.
+const REACH_DEPTH: usize = 4;
+
+/// For every graph input, the op types of the nodes that read it, and of the
+/// nodes that read those nodes' outputs, up to [`REACH_DEPTH`] hops.
+fn reach(
+    graph: &pb::GraphProto,
+    inputs: &[Port],
+    subgraph_readers: &HashMap<String, std::collections::BTreeSet<String>>,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut readers: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, n) in graph.node.iter().enumerate() {
+        for input in &n.input {
+            readers.entry(input.as_str()).or_default().push(i);
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for port in inputs {
+        let mut ops = std::collections::BTreeSet::new();
+        let mut frontier: Vec<&str> = vec![port.name.as_str()];
+        let mut seen: HashSet<usize> = HashSet::new();
+        for _ in 0..REACH_DEPTH {
+            let mut next = Vec::new();
+            for tensor in frontier {
+                for &i in readers.get(tensor).map(Vec::as_slice).unwrap_or(&[]) {
+                    if seen.insert(i) {
+                        let n = &graph.node[i];
+                        ops.insert(n.op_type.clone().unwrap_or_default());
+                        next.extend(n.output.iter().map(String::as_str));
+                    }
+                }
+            }
+            frontier = next;
+        }
+        if let Some(sub) = subgraph_readers.get(&port.name) {
+            ops.extend(sub.iter().cloned());
+        }
+        out.insert(port.name.clone(), ops);
+    }
+    out
+}
+
 #[derive(Default)]
 struct SubgraphCounts {
+    /// Op types of subgraph nodes reading each outer-scope name directly.
+    subgraph_readers: HashMap<String, std::collections::BTreeSet<String>>,
     subgraph_nodes: usize,
     if_nodes: usize,
     op_types: std::collections::BTreeSet<String>,
@@ -240,6 +286,10 @@ impl SubgraphCounts {
             for g in attr.g.iter().chain(attr.graphs.iter()) {
                 self.subgraph_nodes += g.node.len();
                 for n in &g.node {
+                    for input in &n.input {
+                        let op = n.op_type.clone().unwrap_or_default();
+                        self.subgraph_readers.entry(input.clone()).or_default().insert(op);
+                    }
                     self.visit_node(n);
                 }
             }

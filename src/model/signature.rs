@@ -342,6 +342,11 @@ pub struct Signature {
     pub external_data: Vec<ExternalRef>,
     /// Size of the `.onnx` file in bytes.
     pub file_size: u64,
+    /// For every graph input, the operators that read it within a few hops
+    /// of the main graph (and directly inside subgraphs): what an input is
+    /// used for, when its name does not say (`cache_position` reaching a
+    /// ScatterND that writes the past).
+    pub input_reach: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 impl Signature {

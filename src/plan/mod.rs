@@ -5,11 +5,14 @@
 //! model: the engine and its checks, `protocol`, `replay` and the feed guard.
 //! `numeric` is the graph's numeric form and the parity tolerance it sets.
 
+pub mod infer;
 pub mod numeric;
+pub mod roles;
 
 use crate::contract::{Contract, DimRule};
 use crate::model::names::is_past_name;
 use crate::model::signature::{Dim, ElemType, Signature};
+use roles::InputRole;
 use serde::{Deserialize, Serialize};
 
 /// How the model is driven.
@@ -151,12 +154,24 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         let name = given.as_deref().unwrap_or(default);
         has(name).then(|| name.to_string())
     };
-    let input_ids = cache.input_ids.clone().unwrap_or_else(|| "input_ids".into());
+    // What the graph itself says, for every name the contract and the
+    // conventions leave open (a dynamo export's `k0` and `linear_14`).
+    let inferred = infer::infer(sig, &infer::Hints::default());
+    let inferred_name = |role: InputRole| inferred.input(role).map(|p| p.name.clone());
+    let input_ids = cache
+        .input_ids
+        .clone()
+        .or_else(|| (!has("input_ids")).then(|| inferred_name(InputRole::TokenIds)).flatten())
+        .unwrap_or_else(|| "input_ids".into());
     let input_ids_dtype = match sig.input(&input_ids).and_then(|p| p.ty.tensor_parts()) {
         Some((e, _)) => e,
         None => return Err(format!("the model has no `{input_ids}` input to feed tokens to")),
     };
-    let logits = cache.logits.clone().unwrap_or_else(|| "logits".into());
+    let logits = cache
+        .logits
+        .clone()
+        .or_else(|| sig.output("logits").is_none().then(|| inferred.logits.as_ref().map(|l| l.0.clone())).flatten())
+        .unwrap_or_else(|| "logits".into());
     let logits_port = sig.output(&logits).ok_or_else(|| format!("the model has no `{logits}` output"))?;
     let vocab = match logits_port.ty.tensor_parts() {
         Some((_, Some(d))) => match d.last() {
@@ -175,7 +190,6 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         Family::DecoderOnly
     };
     let branch_flag = pick(&cache.branch_flag, "use_cache_branch");
-    let seq_axis = cache.seq_axis.unwrap_or(2);
 
     let expand = |templates: &[String]| -> Vec<String> {
         let mut names = Vec::new();
@@ -190,6 +204,7 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
     };
     let mut self_names = expand(&cache.self_past);
     let mut cross_names = expand(&cache.cross_past);
+    let mut seq_axis = cache.seq_axis;
     if cache.self_past.is_empty() && cache.cross_past.is_empty() {
         for p in &sig.inputs {
             if is_past_name(&p.name) {
@@ -200,14 +215,25 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
                 }
             }
         }
+        // No past by any naming convention: the pasts the graph pairs with a growing present.
+        if self_names.is_empty() && cross_names.is_empty() {
+            self_names = inferred.all(InputRole::Past).map(|p| p.name.clone()).collect();
+            cross_names = inferred.all(InputRole::CrossPast).map(|p| p.name.clone()).collect();
+            seq_axis = seq_axis.or_else(|| self_names.first().and_then(|n| inferred.pair_of(n)?.grows_on));
+        }
     }
+    let seq_axis = seq_axis.unwrap_or(2);
     // A cross-attention past needs no present of its own: with-past decoders
     // take it from step 0's outputs (the no-past decoder's) and keep it.
     let prefix = cache.present_prefix.as_ref();
     let mut taken: Vec<String> = Vec::new();
     let mut tensor = |past: &str, cross: bool| -> Result<CacheTensor, String> {
         let port = sig.input(past).ok_or_else(|| format!("cache input `{past}` is not in the model"))?;
-        let (present, matched_by) = match present_for(sig, past, prefix, &taken) {
+        let by_graph = || {
+            let p = inferred.pair_of(past).filter(|p| !taken.contains(&p.present))?;
+            Some((p.present.clone(), p.evidence.clone()))
+        };
+        let (present, matched_by) = match present_for(sig, past, prefix, &taken).or_else(by_graph) {
             Some(m) => m,
             // A cross past without its own present is taken from step 0's outputs.
             None if cross => {

@@ -8,6 +8,8 @@ use crate::folder::layout::{Entry, Layout};
 use crate::folder::Role;
 use crate::model::fold::fold;
 use crate::model::signature::Dim;
+use crate::plan::infer::{infer, Hints};
+use crate::plan::roles::Inferred;
 use crate::plan::{self, Family, Plan};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -93,6 +95,9 @@ pub struct Protocol {
     pub files: Vec<(String, String)>,
     /// Every way to drive the decoder.
     pub loops: Vec<Loop>,
+    /// Every file's inputs as the protocol inference places them, from the
+    /// graph and the configs alone, each with its evidence.
+    pub inferred: Vec<(String, Inferred)>,
 }
 
 fn dims(e: &Entry, name: &str) -> Vec<i64> {
@@ -436,6 +441,7 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             plan: Some(plan),
         });
     }
+    let hints = Hints::from_layout(&layout);
     Ok(Protocol {
         schema_version: crate::checker::report::SCHEMA_VERSION,
         path: path.display().to_string(),
@@ -446,5 +452,11 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             .or(layout.genai.as_ref().and_then(|g| g.model_type.clone())),
         files: layout.entries.iter().filter(|e| wanted(e)).map(|e| (e.file.rel.clone(), e.role.to_string())).collect(),
         loops,
+        inferred: layout
+            .entries
+            .iter()
+            .filter(|e| wanted(e))
+            .map(|e| (e.file.rel.clone(), infer(&e.sig, &hints)))
+            .collect(),
     })
 }

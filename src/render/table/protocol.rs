@@ -2,6 +2,7 @@
 //! of a caller's trace, as text.
 
 use super::{fit, new_table, paint, set_style, style, Style};
+use crate::plan::roles::{CacheForm, InputRole};
 use std::fmt::Write;
 
 /// `specs`: every built-in contract, the model types that choose it, its defaults.
@@ -98,9 +99,33 @@ pub fn protocol(p: &crate::protocol::Protocol) -> String {
             let _ = writeln!(out, "- {r}");
         }
     }
+    if !p.inferred.is_empty() {
+        let _ = writeln!(out, "\ninputs, as inferred from each graph (and config):");
+        let mut t = new_table(&["file", "input", "role", "evidence"]);
+        for (file, inf) in &p.inferred {
+            for i in &inf.inputs {
+                t.add_row(vec![file.clone(), i.name.clone(), role_label(&i.role), i.evidence.clone()]);
+            }
+        }
+        let _ = writeln!(out, "{t}");
+        for (file, inf) in p.inferred.iter().filter(|(_, i)| !i.pairs.is_empty()) {
+            let _ = writeln!(out, "{file}: {} cache ({})", form_label(inf.cache_form), inf.cache_form_evidence);
+            for (symbol, why) in &inf.bindings {
+                let _ = writeln!(out, "{file}: {symbol}: {why}");
+            }
+        }
+    }
     let text = fit(out);
     set_style(outer);
     text
+}
+
+fn role_label(r: &InputRole) -> String {
+    serde_json::to_value(r).ok().and_then(|v| v.as_str().map(|s| s.replace('_', " "))).unwrap_or_default()
+}
+
+fn form_label(f: CacheForm) -> String {
+    serde_json::to_value(f).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 
 /// `replay`: the caller's first departures, the reproduction, the model's own
