@@ -7,17 +7,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The floors, bottom first. A room imports only rooms on a lower floor;
-/// rooms on one floor do not import each other. Data flows up: a folder's
-/// files are read (`model`), checked statically (`contract`, `folder`),
-/// planned (`plan`), driven (`engine`), explained (`diagnose`), judged
+/// rooms on one floor do not import each other. Data flows up: a model is
+/// read (`model`), checked statically (`contract`), its protocol inferred
+/// (`plan`), its folder's files classified by it (`folder`), driven (`engine`), explained (`diagnose`), judged
 /// (`checks`), gathered into a report (`checker`), shown to a caller
 /// (`protocol`, `caller`), rendered (`render`, `schema`), and commanded (`cli`).
 const FLOORS: &[&[&str]] = &[
     &["finding", "exit", "error"],
     &["model"],
     &["contract"],
-    &["folder"],
     &["plan"],
+    &["folder"],
     &["engine"],
     &["diagnose"],
     &["checks"],

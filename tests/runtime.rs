@@ -83,12 +83,15 @@ fn gpt2_passes_with_parity_and_batch_two() {
 }
 
 #[test]
-fn fifteen_input_model_fails_before_any_run() {
+fn fifteen_input_model_fails_its_contract_and_is_run_anyway() {
     let (code, r) = check_json(MARIAN_15, MARIAN_SPEC, &TINY);
     assert_eq!(code, 2);
+    // The user's contract is the requirement: its deviations stay errors ...
     assert_eq!(r["findings"][0]["message"], "expected 28 inputs, found 15: 13 missing");
-    assert!(r["runtime"].is_null(), "no run: {r:#}");
-    assert!(r["findings"].as_array().unwrap().iter().any(|f| f["code"] == "runtime-skipped"));
+    // ... and the run still happens, showing the model computes right with its own protocol.
+    assert!(!r["runtime"].is_null(), "a run: {r:#}");
+    assert!(steps(&r).iter().all(|s| s["error"].is_null()), "{r:#}");
+    assert!(!r["findings"].as_array().unwrap().iter().any(|f| f["code"] == "runtime-skipped"));
 }
 
 #[test]
@@ -408,7 +411,9 @@ fn a_static_axis_fails_at_step_0_with_its_cause() {
     ]);
     assert_eq!(code, 2);
     let f = r["findings"].as_array().unwrap();
-    assert_eq!(f[0]["code"], "dim-static");
+    // The mechanism the run found leads; the static evidence follows.
+    assert_eq!(f[0]["code"], "run-failed", "{f:#?}");
+    assert!(f.iter().any(|f| f["code"] == "dim-static"));
     let run = f.iter().find(|f| f["code"] == "run-failed").expect("run-failed");
     assert_eq!(run["step"], 0);
     assert!(run["message"].as_str().unwrap().contains("index: 1 Got: 4 Expected: 1"), "{run:#}");
@@ -422,7 +427,11 @@ fn a_position_offset_bug_is_caught_by_parity_only() {
     let all = r["findings"].as_array().unwrap();
     // The signature is right and every step runs with the right shapes (its
     // missing position_ids also fail the left-padded batch check, by design) ...
-    assert!(all.iter().all(|f| f["code"] == "parity" || f["code"] == "batch-padding"), "{r:#}");
+    // (and a chunk of tokens onto the cache, computed at restarted positions too).
+    assert!(
+        all.iter().all(|f| ["parity", "batch-padding", "chunk-after-past"].contains(&f["code"].as_str().unwrap())),
+        "{r:#}"
+    );
     assert!(steps(&r).iter().all(|s| s["error"].is_null()));
     // ... but the cached logits are not the recomputed ones, from step 1 on.
     let findings: Vec<&Value> = all.iter().filter(|f| f["code"] == "parity").collect();

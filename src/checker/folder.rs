@@ -94,6 +94,7 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
         Some(contract) => {
             let contract = contract?;
             let pre = folder.mismatches(e);
+            let setup = Setup { builtin_contract: folder.genai_for(e).is_none(), ..setup };
             checker.check_file(&e.file.path, &shown, &e.sig, &contract, &setup, pre)?
         }
     };

@@ -4,12 +4,13 @@
 
 mod folder;
 pub(crate) mod report;
+mod settle;
 
 use crate::checker::report::{ContractInfo, Report};
 use crate::contract::{self, Contract};
 use crate::engine::{compat, RuntimeReport};
 use crate::error::Error;
-use crate::finding::{any_error, Code, Finding, Severity};
+use crate::finding::{any_error, Code, Finding};
 use crate::model::summary::ModelSummary;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -50,6 +51,10 @@ struct Setup {
     compare_encoder: Option<PathBuf>,
     /// The sliding window the folder's config asks for.
     window: Option<crate::folder::config::SlidingWindow>,
+    /// The contract is a built-in family's, chosen for the file (not the
+    /// user's, nor genai_config.json's): its names are conventions, and a
+    /// deviation the run shows harmless is a warning.
+    builtin_contract: bool,
 }
 
 /// Builds and runs a check. Defaults: 4 steps, batch 1, seed 0, the runtime
@@ -152,7 +157,8 @@ impl Checker {
         self.static_only = yes;
         self
     }
-    /// Run the runtime steps even when the static check failed.
+    /// Kept for applications written before the run decided: the runtime
+    /// steps now run whenever a plan can be made, static failure or not.
     pub fn force_run(mut self, yes: bool) -> Self {
         self.force_run = yes;
         self
@@ -304,14 +310,14 @@ impl Checker {
         }
         let mut runtimes = Vec::new();
         if !self.static_only && setup.static_only.is_none() {
-            if any_error(&findings) && !self.force_run {
-                findings.push(Finding::new(
-                    Code::RuntimeSkipped,
-                    Severity::Warning,
-                    "runtime check not run: the static check failed, so a run would only repeat it (a forced run, --force-run, shows it anyway)",
-                ));
-            } else {
-                runtimes = self.run_runtimes(model, sig, contract, setup, &mut findings)?;
+            // The run decides: a static deviation is evidence, and the model is
+            // run whenever a plan can be made, also when the static check failed.
+            let static_end = findings.len();
+            let static_failed = any_error(&findings);
+            runtimes = self.run_runtimes(model, sig, contract, setup, &mut findings)?;
+            if static_failed {
+                let same_caches = settle::same_caches(sig, contract);
+                settle::settle(&mut findings, static_end, &runtimes, setup.builtin_contract, same_caches);
             }
         }
         let summary = ModelSummary::of(shown, sig, Vec::new());
@@ -341,12 +347,13 @@ impl Checker {
     ) -> Result<Vec<RuntimeReport>, Error> {
         use crate::engine::{child, locate, options};
         use crate::plan;
-        if !sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name)) {
+        let inferred = plan::infer::infer(sig, &plan::infer::Hints::default());
+        if !sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name)) && inferred.pairs.is_empty() {
             // A decoder without past inputs has no cache to drive (a split
             // pair's step-0 half, or an encoder): the static check is its check.
             findings.push(Finding::new(
                 Code::RuntimeSkipped,
-                Severity::Info,
+                crate::finding::Severity::Info,
                 "no past inputs: there is no KV cache to drive, so the static check is the whole check",
             ));
             return Ok(Vec::new());
@@ -372,12 +379,12 @@ impl Checker {
             Isolation::InProcess => None,
         };
         let (steps, short) = run_length(self.steps, self.deep, setup.window.as_ref().map(|w| w.size));
-        findings.extend(short.map(|text| Finding::new(Code::RuntimeSkipped, Severity::Info, text)));
+        findings.extend(short.map(|text| Finding::new(Code::RuntimeSkipped, crate::finding::Severity::Info, text)));
         let unprobed = crate::checks::window::MAX_PROBED as i64;
         if let Some(w) = setup.window.as_ref().filter(|w| w.size > unprobed && sig.attention_windows.is_empty()) {
             findings.push(Finding::new(
                 Code::RuntimeSkipped,
-                Severity::Info,
+                crate::finding::Severity::Info,
                 format!("{} = {}: longer than {unprobed}, not probed at run time (the past it needs is too large for a default check); a graph without GroupQueryAttention has no window attribute to read statically", w.source, w.size),
             ));
         }

@@ -85,6 +85,10 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
             crate::plan::Family::Seq2Seq => crate::checks::source_batch::check(&mut ctx, emit),
         }
     }
+    // A chunk of several tokens onto a cache: the decoder-only form callers prefill in chunks.
+    if !cache_failed && job.plan.family == crate::plan::Family::DecoderOnly {
+        crate::checks::chunk::check(&mut ctx, emit);
+    }
     if let Some(w) = job.options.window.clone().filter(|w| w.size <= crate::checks::window::MAX_PROBED && !cache_failed)
     {
         if job.plan.family == crate::plan::Family::DecoderOnly {

@@ -26,8 +26,9 @@ pub(crate) struct CheckArgs {
     /// Only the static signature check (no ONNX Runtime).
     #[arg(long)]
     static_only: bool,
-    /// Run the runtime check even when the static check failed.
-    #[arg(long)]
+    /// Kept for scripts: the model is now always run when a plan can be
+    /// made, also when the static check failed (the run decides).
+    #[arg(long, hide = true)]
     force_run: bool,
     /// Decoding steps per run (bugs of a length baked in at export show at step 2, so at least 3).
     #[arg(long, default_value_t = 4)]

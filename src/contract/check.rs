@@ -3,6 +3,7 @@
 use super::{Contract, DimRule, TensorRule, Term};
 use crate::contract::spec::Policy;
 use crate::finding::{Code, Finding, Severity};
+use crate::model::dims::Expr;
 use crate::model::fold::fold_members;
 use crate::model::signature::{shape_label, Dim, Port, Signature};
 use std::collections::HashMap;
@@ -285,6 +286,41 @@ impl<'c> Bindings<'c> {
             }
         }
         let expected = parts.join(" + ");
+        // The same terms in another order (`seq + past` for `past + seq`) are the same size.
+        if same_terms(&expected, &p.have) {
+            return;
+        }
+        let have = p.have.trim();
+        let bare = matches!(Expr::parse(have), Expr::Sym(ref s) if s == have);
+        let owner = self.bound.iter().find(|(_, (s, _))| s == have).map(|(v, (_, at))| (v.clone(), at.clone()));
+        if bare && owner.is_none() {
+            // A symbol of the model's own (`total_seq`): nothing else pins it, so it
+            // binds to the contract's sum; the run confirms it with concrete sizes.
+            out.push(Raw {
+                code: Code::DimName,
+                severity: Severity::Info,
+                tensor: p.at.tensor.clone(),
+                rest: format!(
+                    "axis {} is `{have}`, a symbol of the model's own: bound to `{expected}` (what a standard caller feeds); the run confirms it",
+                    p.at.axis
+                ),
+                line: p.at.line,
+            });
+            return;
+        }
+        if let (true, Some((var, at))) = (bare, owner) {
+            out.push(Raw {
+                code: Code::DimName,
+                severity: Severity::Error,
+                tensor: p.at.tensor.clone(),
+                rest: format!(
+                    "axis {} is `{have}`, the same size as `{var}` ({at}), where the contract expects `{expected}`: a standard caller feeds {expected} here and the model refuses it",
+                    p.at.axis
+                ),
+                line: p.at.line,
+            });
+            return;
+        }
         if normalise(&expected) != normalise(&p.have) {
             let rule = DimRule::Sum(p.terms.clone());
             out.push(Raw {
@@ -300,6 +336,16 @@ impl<'c> Bindings<'c> {
             });
         }
     }
+}
+
+/// Whether two sums have the same terms, in any order.
+fn same_terms(a: &str, b: &str) -> bool {
+    let terms = |s: &str| {
+        let mut v: Vec<String> = s.split('+').map(normalise).collect();
+        v.sort();
+        v
+    };
+    terms(a) == terms(b)
 }
 
 fn normalise(s: &str) -> String {

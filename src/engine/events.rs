@@ -215,6 +215,14 @@ pub enum Event {
         /// Rows beyond the tolerance.
         issues: Vec<StepIssue>,
     },
+    /// A chunk of several tokens onto a non-empty cache against the uncached
+    /// run: (position in the chunk, max |Δ|, relative, greedy agrees).
+    Chunk {
+        /// Every position of the chunk.
+        rows: Vec<(usize, f64, f64, bool)>,
+        /// Positions beyond the tolerance.
+        issues: Vec<StepIssue>,
+    },
     /// The sliding-window probe: the cache changed outside and inside the window.
     Window {
         /// What was measured.

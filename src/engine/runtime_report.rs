@@ -77,6 +77,9 @@ pub struct RuntimeReport {
     /// A batch of 2, one row padded (the prompt on the left, or the source), against each row alone: (row, step, max |Δ|, relative, greedy agrees).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batch: Vec<(usize, usize, f64, f64, bool)>,
+    /// 3 tokens fed at once onto a cache of 4, against the uncached run: (position in the chunk, max |Δ|, relative, greedy agrees).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunk: Vec<(usize, f64, f64, bool)>,
     /// The sliding-window probe, when the config states a window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<crate::engine::events::WindowProbe>,
@@ -121,6 +124,7 @@ impl RuntimeReport {
             parity_rule: None,
             cache_pairs: Vec::new(),
             batch: Vec::new(),
+            chunk: Vec::new(),
             variant: None,
             window: None,
             levels: None,
@@ -239,6 +243,10 @@ impl RuntimeReport {
             }
             Event::Batch { rows, issues } => {
                 self.batch = rows;
+                self.push_issues(issues);
+            }
+            Event::Chunk { rows, issues } => {
+                self.chunk = rows;
                 self.push_issues(issues);
             }
             Event::Done => self.done = true,

@@ -10,6 +10,7 @@ use crate::contract::{Contract, ContractError};
 use crate::error::Error;
 use crate::finding::Finding;
 use crate::model::signature::Signature;
+use crate::plan::infer::Hints;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -142,6 +143,15 @@ impl Layout {
                 c
             })
         })
+    }
+
+    /// What config.json and genai_config.json say that a graph cannot: the
+    /// protocol inference's hints.
+    pub fn hints(&self) -> Hints {
+        Hints {
+            vocab: self.sizes.get("vocab").map(|s| s.value),
+            share_buffer: self.genai.as_ref().and_then(|g| g.share_buffer),
+        }
     }
 
     /// What config.json and genai_config.json state that `e` contradicts.

@@ -48,20 +48,30 @@ impl std::fmt::Display for Role {
 }
 
 use crate::model::names::is_past_name;
+use crate::plan::infer::{infer, Hints};
+use crate::plan::roles::InputRole;
 
 /// A cross-attention past (seq2seq): optimum's `.encoder.`, or `cross` in the name.
 fn is_cross_name(name: &str) -> bool {
     name.contains(".encoder.") || name.contains("cross")
 }
 
-/// The role of a model with this signature.
+/// The role of a model with this signature. Pasts and logits are what the
+/// protocol inference finds (a dynamo export's `k0` refreshed from `cat_7`,
+/// its logits `linear_14`), besides the names every convention uses.
 pub fn role_of(sig: &Signature) -> Role {
-    let past: Vec<&str> = sig.inputs.iter().map(|p| p.name.as_str()).filter(|n| is_past_name(n)).collect();
+    let inferred = infer(sig, &Hints::default());
+    let mut past: Vec<&str> = sig.inputs.iter().map(|p| p.name.as_str()).filter(|n| is_past_name(n)).collect();
+    for p in inferred.inputs.iter().filter(|p| matches!(p.role, InputRole::Past | InputRole::CrossPast)) {
+        if !past.contains(&p.name.as_str()) {
+            past.push(p.name.as_str());
+        }
+    }
     let flag = sig.inputs.iter().any(|p| {
         matches!(p.ty.tensor_parts(), Some((e, Some(d))) if e == ElemType::BOOL && d.len() <= 1)
             && (p.name.contains("cache") || p.name.contains("branch"))
     });
-    let logits = sig.outputs.iter().any(|p| p.name.contains("logits"));
+    let logits = sig.outputs.iter().any(|p| p.name.contains("logits")) || inferred.logits.is_some();
     let encoder_side = sig.input("encoder_hidden_states").is_some() || past.iter().any(|n| is_cross_name(n));
     let hidden_out =
         sig.outputs.iter().any(|p| matches!(p.ty.tensor_parts(), Some((e, Some(d))) if e.is_float() && d.len() == 3));

@@ -23,16 +23,6 @@ pub struct Hints {
     pub share_buffer: Option<bool>,
 }
 
-impl Hints {
-    /// What an export folder's config.json and genai_config.json say.
-    pub fn from_layout(layout: &crate::folder::layout::Layout) -> Hints {
-        Hints {
-            vocab: layout.sizes.get("vocab").map(|s| s.value),
-            share_buffer: layout.genai.as_ref().and_then(|g| g.share_buffer),
-        }
-    }
-}
-
 fn parts(p: &Port) -> Option<(ElemType, &[Dim])> {
     match p.ty.tensor_parts() {
         Some((e, Some(d))) => Some((e, d)),
@@ -268,7 +258,9 @@ pub fn infer(sig: &Signature, hints: &Hints) -> Inferred {
         };
     }
 
-    if logits.is_none() {
+    // Without a name, logits are read from shape only beside a cache: an
+    // encoder's [batch, length, hidden] output is not logits.
+    if logits.is_none() && !pairs.is_empty() {
         logits = sig.outputs.iter().filter(|o| !taken.contains(&o.name)).find_map(|o| {
             let (e, d) = parts(o)?;
             let last = match d.last()? {

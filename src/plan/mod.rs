@@ -202,10 +202,14 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         }
         names
     };
+    // The contract's cache names, where the model has them.
     let mut self_names = expand(&cache.self_past);
     let mut cross_names = expand(&cache.cross_past);
-    let mut seq_axis = cache.seq_axis;
-    if cache.self_past.is_empty() && cache.cross_past.is_empty() {
+    self_names.retain(|n| has(n));
+    cross_names.retain(|n| has(n));
+    let from_contract = !self_names.is_empty() || !cross_names.is_empty();
+    let mut seq_axis = if from_contract { cache.seq_axis } else { None };
+    if !from_contract {
         for p in &sig.inputs {
             if is_past_name(&p.name) {
                 if p.name.contains(".encoder.") {
@@ -219,8 +223,9 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         if self_names.is_empty() && cross_names.is_empty() {
             self_names = inferred.all(InputRole::Past).map(|p| p.name.clone()).collect();
             cross_names = inferred.all(InputRole::CrossPast).map(|p| p.name.clone()).collect();
-            seq_axis = seq_axis.or_else(|| self_names.first().and_then(|n| inferred.pair_of(n)?.grows_on));
         }
+        // The axis the graph grows (GPT-BigCode's fused cache grows on axis 1).
+        seq_axis = self_names.first().and_then(|n| inferred.pair_of(n)?.grows_on).or(cache.seq_axis);
     }
     let seq_axis = seq_axis.unwrap_or(2);
     // A cross-attention past needs no present of its own: with-past decoders
@@ -296,7 +301,17 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
     let unknown_inputs =
         sig.inputs.iter().filter(|p| !known.contains(&p.name.as_str())).map(|p| p.name.clone()).collect();
     let dtypes = sig.inputs.iter().filter_map(|p| p.ty.tensor_parts().map(|(e, _)| (p.name.clone(), e))).collect();
-    let step0_past_lengths = cache.step0_past_lengths.clone().unwrap_or_else(|| match (family, &branch_flag) {
+    // Without a branch flag every past slot is attended to: only an empty
+    // past is right at step 0, whatever the contract's list says.
+    let given = cache.step0_past_lengths.clone().map(|l| {
+        let kept: Vec<i64> = l.into_iter().filter(|&n| branch_flag.is_some() || n == 0).collect();
+        if kept.is_empty() {
+            vec![0]
+        } else {
+            kept
+        }
+    });
+    let step0_past_lengths = given.unwrap_or_else(|| match (family, &branch_flag) {
         // Current optimum and transformers.js feed 0, older optimum 1: both must work
         // (the flag-false branch ignores the dummy past).
         (Family::Seq2Seq, Some(_)) => vec![0, 1],

@@ -8,7 +8,7 @@ use crate::folder::layout::{Entry, Layout};
 use crate::folder::Role;
 use crate::model::fold::fold;
 use crate::model::signature::Dim;
-use crate::plan::infer::{infer, Hints};
+use crate::plan::infer::infer;
 use crate::plan::roles::Inferred;
 use crate::plan::{self, Family, Plan};
 use serde::{Deserialize, Serialize};
@@ -441,7 +441,7 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             plan: Some(plan),
         });
     }
-    let hints = Hints::from_layout(&layout);
+    let hints = layout.hints();
     Ok(Protocol {
         schema_version: crate::checker::report::SCHEMA_VERSION,
         path: path.display().to_string(),

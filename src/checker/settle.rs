@@ -1,0 +1,80 @@
+//! The run decides. When the static check failed and the model was run
+//! anyway, the two are settled: a signature deviation from a built-in
+//! family contract that the run shows harmless (the model, driven with the
+//! protocol inferred from its own graph, passed every runtime check) becomes
+//! a warning that says so; when the run failed, its findings, which name the
+//! mechanism, come first.
+
+use crate::engine::RuntimeReport;
+use crate::finding::{Code, Finding, Severity};
+
+/// Deviations in how a model names, types and orders its tensors and
+/// symbols: a caller adapts to them; they do not make the model compute
+/// anything wrong.
+const NAMING: &[Code] =
+    &[Code::Dtype, Code::DimName, Code::DimBinding, Code::DimDynamic, Code::DimUnknown, Code::Order];
+
+/// Deviations in which tensors there are: harmless only when the model's own
+/// protocol has a tensor for every one the contract asks for (a dynamo
+/// export's `k0` for `past_key_values.0.key`), not when a whole part of the
+/// protocol is missing (a merged decoder without its encoder pasts).
+const PRESENCE: &[Code] = &[
+    Code::InputCount,
+    Code::InputMissing,
+    Code::InputExtra,
+    Code::OutputCount,
+    Code::OutputMissing,
+    Code::OutputExtra,
+];
+
+/// Why a deviation the run disproved is only a warning.
+pub(crate) const HARMLESS: &str = "harmless here: driven with the protocol inferred from its own graph, the model passed every runtime check (cached = uncached at every step); a caller written for the family's usual signature must use this model's names, types and sizes";
+
+/// Settles the static findings `findings[..static_end]` against the run's.
+/// `builtin`: the contract is a family's conventions, not the user's;
+/// `same_caches`: the model's inferred protocol has as many caches as the
+/// contract and no input it could not place.
+pub(crate) fn settle(
+    findings: &mut Vec<Finding>,
+    static_end: usize,
+    runtimes: &[RuntimeReport],
+    builtin: bool,
+    same_caches: bool,
+) {
+    let ran = runtimes.iter().any(|r| r.crash.is_none() && r.steps.iter().any(|s| s.ok));
+    let run_failed = findings[static_end..].iter().any(|f| f.severity == Severity::Error);
+    if ran && !run_failed && builtin {
+        for f in findings[..static_end].iter_mut() {
+            let harmless = NAMING.contains(&f.code) || (same_caches && PRESENCE.contains(&f.code));
+            if f.severity == Severity::Error && harmless {
+                f.severity = Severity::Warning;
+                f.cause = Some(HARMLESS.into());
+            }
+        }
+    }
+    if run_failed {
+        // The mechanism first: the run's errors lead, the static evidence follows.
+        let run: Vec<Finding> = findings.drain(static_end..).collect();
+        let (errors, rest): (Vec<Finding>, Vec<Finding>) = run.into_iter().partition(|f| f.severity == Severity::Error);
+        let statics: Vec<Finding> = std::mem::take(findings);
+        findings.extend(errors);
+        findings.extend(statics);
+        findings.extend(rest);
+    }
+}
+
+/// Whether the model's inferred protocol has a cache tensor for every past
+/// the contract names, and no input it could not place.
+pub(crate) fn same_caches(sig: &crate::model::signature::Signature, contract: &crate::contract::Contract) -> bool {
+    use crate::plan::roles::InputRole;
+    let inferred = crate::plan::infer::infer(sig, &crate::plan::infer::Hints::default());
+    let wanted = contract.inputs.iter().filter(|r| crate::model::names::is_past_name(&r.name)).count();
+    // A fused cache (GPT-BigCode's `key_value`) holds a key and a value.
+    let have: usize = inferred
+        .inputs
+        .iter()
+        .filter(|p| matches!(p.role, InputRole::Past | InputRole::CrossPast | InputRole::State))
+        .map(|p| if p.name.ends_with("key_value") { 2 } else { 1 })
+        .sum();
+    wanted == have && !inferred.inputs.iter().any(|p| p.role == InputRole::Unplaced)
+}

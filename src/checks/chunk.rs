@@ -1,0 +1,99 @@
+//! A multi-token chunk after a non-empty cache: a second prefill in a chat,
+//! speculative decoding's verification of drafted tokens, chunked prefill of
+//! a long prompt. 3 tokens are fed at once onto a cache of 4, and each of
+//! their logits is compared with the same position recomputed without a
+//! cache. Exports traced with one new token can lose the causal order among
+//! several new tokens when a past is present (optimum PR #1257,
+//! transformers #42017); one-token steps never show it.
+
+use crate::checks::batch::{padded_step, Padded};
+use crate::diagnose::cause::first_line;
+use crate::engine::context::Ctx;
+use crate::engine::events::{Event, StepIssue};
+use crate::engine::session::run;
+use crate::finding::Code;
+use crate::model::signature::ElemType;
+use ndarray::{ArrayD, Axis};
+
+/// Tokens already in the cache, and tokens fed at once onto it.
+pub(crate) const PAST: usize = 4;
+/// Tokens of the chunk.
+pub(crate) const CHUNK: usize = 3;
+
+/// Logits of `tokens` fed as `chunks` calls (each chunk onto the cache the
+/// previous ones left), batch 1.
+fn run_chunks(ctx: &mut Ctx<'_>, chunks: &[Vec<i64>]) -> Result<ArrayD<f32>, String> {
+    let plan = &ctx.job.plan;
+    let batch = Padded::new(vec![chunks.concat()]);
+    let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
+        .self_past
+        .iter()
+        .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::past_zeros(&c.shape, plan.seq_axis, 1, 0)))
+        .collect();
+    let mut past_len = 0;
+    let mut last = None;
+    for chunk in chunks {
+        let feeds = padded_step(plan, &batch, std::slice::from_ref(chunk), past_len, &pasts, 0);
+        let o = run(&mut ctx.session, &feeds)?;
+        for (c, slot) in plan.self_past.iter().zip(pasts.iter_mut()) {
+            slot.2 = o.floats.get(&c.present).cloned().ok_or_else(|| format!("no `{}`", c.present))?;
+        }
+        past_len += chunk.len();
+        last = Some(o.floats.get(&plan.logits).cloned().ok_or_else(|| format!("no `{}`", plan.logits))?);
+    }
+    last.ok_or_else(|| "no chunk".into())
+}
+
+/// Feeds 3 tokens onto a cache of 4 and compares each position with the
+/// uncached run of all 7 tokens.
+pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
+    let vocab = ctx.job.plan.vocab;
+    let prefix: Vec<i64> = (0..PAST).map(|_| ctx.rng.below(vocab)).collect();
+    let chunk: Vec<i64> = (0..CHUNK).map(|_| ctx.rng.below(vocab)).collect();
+    let cached = run_chunks(ctx, &[prefix.clone(), chunk.clone()]);
+    let whole = run_chunks(ctx, &[[prefix, chunk].concat()]);
+    let (cached, whole) = match (cached, whole) {
+        (Ok(c), Ok(w)) => (c, w),
+        (Err(e), _) | (_, Err(e)) => {
+            let issue = StepIssue::error(
+                Code::ChunkAfterPast,
+                format!("{CHUNK} tokens fed at once onto a cache of {PAST} could not run: {}", first_line(&e)),
+                None,
+            );
+            return emit(Event::Chunk { rows: Vec::new(), issues: vec![issue] });
+        }
+    };
+    let plan = &ctx.job.plan;
+    let mut rows = Vec::new();
+    // The chunk's positions are the last CHUNK rows of the uncached run.
+    let n = whole.shape().get(1).copied().unwrap_or(0);
+    for k in 0..CHUNK {
+        let at = |a: &ArrayD<f32>, i: usize| a.index_axis(Axis(1), i).insert_axis(Axis(1)).to_owned();
+        let got = cached.shape().get(1).is_some_and(|&m| m > k) && n >= CHUNK;
+        let g = if got {
+            crate::checks::step::gap(&at(&cached, k), &at(&whole, n - CHUNK + k))
+        } else {
+            crate::checks::step::Gap { abs: f64::INFINITY, rel: f64::INFINITY, greedy_agrees: false }
+        };
+        rows.push((k, g.abs, g.rel, g.greedy_agrees));
+    }
+    let mut issues = Vec::new();
+    let bad: Vec<&(usize, f64, f64, bool)> = rows.iter().filter(|r| plan.tolerance.exceeded(r.1, r.2)).collect();
+    if let Some(worst) = bad.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
+        let mut i = StepIssue::error(
+            Code::ChunkAfterPast,
+            format!(
+                "{CHUNK} tokens fed at once onto a cache of {PAST} depart from recomputing all {} without cache: {} of {CHUNK} positions beyond the tolerance, worst max |Δ| {:.3e} (relative {:.2e}) > {}",
+                PAST + CHUNK,
+                bad.len(),
+                worst.1,
+                worst.2,
+                plan.tolerance.describe()
+            ),
+            Some(&plan.logits),
+        );
+        i.cause = Some("the graph builds its attention mask for one new token (or for an empty cache): several new tokens after a past lose their causal order, so a second prefill, speculative verification or chunked prefill gets wrong logits while one-token decoding is right (optimum PR #1257, transformers #42017)".into());
+        issues.push(i);
+    }
+    emit(Event::Chunk { rows, issues });
+}
