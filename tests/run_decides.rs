@@ -132,3 +132,19 @@ fn fused_alibi_and_sliding_exports_through_optimum_pass_as_they_are() {
     let pairs = only(&r)["runtimes"][0]["cache_pairs"].as_array().unwrap().clone();
     assert!(pairs.iter().any(|p| p[0] == "past_key_values.0.key_value"), "{pairs:?}");
 }
+
+#[test]
+fn a_speech_model_on_raw_samples_gets_as_many_samples_as_its_encoder_needs() {
+    // Moonshine (optimum-cli): the encoder's conv stack needs at least 895 samples for one frame;
+    // its output-length expression says how many, and every decoder form then runs.
+    let (code, r) = check_dir("moonshine-tiny");
+    assert_eq!(code, 0, "{r:#}");
+    let files = r["files"].as_array().unwrap();
+    for name in ["decoder_model_merged.onnx", "decoder_with_past_model.onnx"] {
+        let f = files.iter().find(|f| f["path"] == name).unwrap();
+        assert!(steps_ok(f) >= 4, "{name}: {}", f["runtimes"]);
+        let feeds = f["runtimes"][0]["steps"][0]["feeds"].as_array().unwrap();
+        let states = feeds.iter().find(|x| x["name"] == "encoder_hidden_states").unwrap();
+        assert!(states["shape"][1].as_i64().unwrap() >= 1, "{states}");
+    }
+}

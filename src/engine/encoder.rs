@@ -5,7 +5,8 @@ use crate::engine::context::open;
 use crate::engine::feeds::{self, Feed, Rng};
 use crate::engine::options::Options;
 use crate::engine::session::{declared_inputs, run};
-use crate::model::signature::ElemType;
+use crate::model::dims::Expr;
+use crate::model::signature::{Dim, ElemType};
 use crate::plan::Plan;
 use ndarray::{ArrayD, IxDyn};
 use ort::session::Session;
@@ -26,6 +27,37 @@ pub(crate) fn states(
     states_on(&mut s, path, plan, opts, rng)
 }
 
+/// One second at 16 kHz: what speech encoders take when their graph does not say.
+const ONE_SECOND: usize = 16_000;
+
+/// Samples a raw-audio encoder needs for `frames` output frames, read from
+/// its output's length expression (Moonshine's
+/// `( ( ( encoder_sequence_length - 127 ) // 64 + 1 - 7 ) // 3 + 1 - 3 ) // 2 + 1`),
+/// at least one second when the expression cannot be read.
+fn samples_for(path: &Path, frames: usize) -> usize {
+    let Ok(sig) = crate::model::reader::read_signature(path) else { return ONE_SECOND };
+    let symbol = sig.inputs.iter().find_map(|p| match p.ty.tensor_parts() {
+        Some((e, Some(d))) if e.is_float() && d.len() == 2 => match &d[1] {
+            Dim::Symbolic(s) => Some(s.clone()),
+            _ => None,
+        },
+        _ => None,
+    });
+    let length = sig.outputs.iter().find_map(|p| match p.ty.tensor_parts() {
+        Some((e, Some(d))) if e.is_float() && d.len() == 3 => match &d[1] {
+            Dim::Symbolic(s) => Some(Expr::parse(s)),
+            _ => None,
+        },
+        _ => None,
+    });
+    match (symbol, length) {
+        (Some(sym), Some(expr)) if expr.symbols() == [sym.clone()] => {
+            expr.smallest_input_for(&sym, frames as i64, 100 * ONE_SECOND as i64).map_or(ONE_SECOND, |n| n as usize)
+        }
+        _ => ONE_SECOND,
+    }
+}
+
 /// [`states`] on an open session (kept by the job for its later encoder runs).
 pub(crate) fn states_on(
     s: &mut Session,
@@ -40,7 +72,12 @@ pub(crate) fn states_on(
     // A reference generation feeds the caller's source ids (or features).
     let given = opts.reference.as_ref();
     let len = given.map_or(len, |r| r.ids.len().max(1));
-    for (name, elem, dims) in declared_inputs(s) {
+    let inputs = declared_inputs(s);
+    // Raw audio ([batch, samples] floats): as many samples as the encoder's own
+    // output-length expression needs for `len` frames (a conv stack refuses fewer).
+    let raw_audio = inputs.iter().any(|(_, e, d)| e.is_float() && d.len() == 2);
+    let len = if raw_audio && given.is_none() { samples_for(path, len) } else { len };
+    for (name, elem, dims) in inputs {
         // Symbolic axes: batch first, the sequence (or frames) after.
         let shape: Vec<usize> = dims
             .iter()

@@ -32,7 +32,8 @@ pub fn sized(name: &str, sizes: &BTreeMap<String, Size>) -> Result<Contract, Con
     parse(Path::new(&path), text, &overrides)
 }
 
-/// A text or audio encoder: ids (+ mask) or features in, `[batch, length, hidden]` out.
+/// A text or audio encoder: ids (+ mask), features or raw samples (Moonshine's
+/// `input_values`) in, `[batch, length, hidden]` out.
 fn encoder_contract(family: &str, sizes: &BTreeMap<String, Size>) -> Result<Contract, ContractError> {
     let hidden = sizes.get("hidden").map(|s| s.value);
     let width = if hidden.is_some() { "$hidden" } else { "any" };
@@ -40,7 +41,8 @@ fn encoder_contract(family: &str, sizes: &BTreeMap<String, Size>) -> Result<Cont
         "name: {family}-encoder\nparams:\n  hidden: {}\nextra_inputs: error\nextra_outputs: warn\ninputs:\n  \
          input_ids: {{dtype: int64|int32, shape: [batch, encoder_seq], optional: true}}\n  \
          attention_mask: {{dtype: int64|int32, shape: [batch, encoder_seq], optional: true}}\n  \
-         input_features: {{dtype: float32|float16|bfloat16, shape: [batch, any, any], optional: true}}\n\
+         input_features: {{dtype: float32|float16|bfloat16, shape: [batch, any, any], optional: true}}\n  \
+         input_values: {{dtype: float32|float16|bfloat16, shape: [batch, any], optional: true}}\n\
          outputs:\n  last_hidden_state: {{dtype: float32|float16|bfloat16, shape: [batch, any, {width}]}}\n",
         hidden.unwrap_or(1)
     );
