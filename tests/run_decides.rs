@@ -148,3 +148,23 @@ fn a_speech_model_on_raw_samples_gets_as_many_samples_as_its_encoder_needs() {
         assert!(states["shape"][1].as_i64().unwrap() >= 1, "{states}");
     }
 }
+
+#[test]
+fn conv_states_are_zero_filled_carried_and_never_grown() {
+    // LFM2 from the onnxruntime-genai builder: KV on attention layers 1 and 3, conv states on 0 and 2.
+    let (_, r) = check_dir("lfm2-genai");
+    let f = only(&r);
+    let steps = f["runtimes"][0]["steps"].as_array().unwrap();
+    assert!(steps.iter().filter(|s| s["ok"] == true).count() >= 4, "{}", f["runtimes"]);
+    for s in &steps[1..] {
+        assert!(s["parity_max_abs_diff"].as_f64().unwrap() < 1e-4, "{s}");
+    }
+    // The state keeps its fixed [batch, 64, 2] at every step; the KV grows.
+    for s in steps {
+        let conv = s["feeds"].as_array().unwrap().iter().find(|x| x["name"] == "past.0.conv").unwrap();
+        assert_eq!(conv["shape"], serde_json::json!([1, 64, 2]), "{s}");
+    }
+    let kv = steps[2]["feeds"].as_array().unwrap().iter().find(|x| x["name"] == "past_key_values.1.key").unwrap();
+    assert!(kv["shape"][2].as_i64().unwrap() > 0, "{kv}");
+    assert!(!f["findings"].as_array().unwrap().iter().any(|x| x["code"] == "cache-growth" || x["code"] == "plan"));
+}

@@ -157,7 +157,7 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
         let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
             .self_past
             .iter()
-            .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::past_zeros(&c.shape, plan.seq_axis, b, 0)))
+            .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::cache_zeros(c, plan.seq_axis, Some(b), 0)))
             .collect();
         let mut past_len = 0usize;
         let mut out = Vec::new();

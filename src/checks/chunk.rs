@@ -28,7 +28,7 @@ fn run_chunks(ctx: &mut Ctx<'_>, chunks: &[Vec<i64>]) -> Result<ArrayD<f32>, Str
     let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
         .self_past
         .iter()
-        .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::past_zeros(&c.shape, plan.seq_axis, 1, 0)))
+        .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::cache_zeros(c, plan.seq_axis, Some(1), 0)))
         .collect();
     let mut past_len = 0;
     let mut last = None;

@@ -53,6 +53,17 @@ pub(crate) fn step_outputs(plan: &Plan, out: &Outputs, e: &Expect) -> Vec<StepIs
     let axis = plan.seq_axis;
     for c in &plan.self_past {
         match out.shape(&c.present) {
+            // A fixed-size state keeps its shape: nothing to grow.
+            Some(s) if c.fixed => {
+                let want: Vec<i64> = c.shape.iter().skip(1).copied().collect();
+                if s.iter().skip(1).copied().collect::<Vec<i64>>() != want {
+                    issue(
+                        Code::CacheGrowth,
+                        format!("`{}` has shape {s:?}, expected the state's fixed shape {:?}", c.present, c.shape),
+                        &c.present,
+                    );
+                }
+            }
             None => issue(Code::StepOutput, format!("`{}` was not produced", c.present), &c.present),
             Some(s) if s.get(axis) != Some(&e.present_len) => issue(
                 Code::CacheGrowth,

@@ -5,7 +5,7 @@
 
 use crate::engine::events::TensorInfo;
 use crate::model::signature::ElemType;
-use crate::plan::{Family, Plan};
+use crate::plan::{CacheTensor, Family, Plan};
 use ndarray::{ArrayD, IxDyn};
 use std::collections::HashMap;
 
@@ -98,6 +98,19 @@ pub(crate) fn past_zeros(shape: &[i64], seq_axis: usize, rows: usize, len: usize
     zeros(&s, seq_axis, len as i64)
 }
 
+/// Zeros of a cache tensor: `len` positions on the sequence axis, or its
+/// whole fixed shape for a fixed-size state; `rows` on the batch axis when given.
+pub(crate) fn cache_zeros(c: &CacheTensor, seq_axis: usize, rows: Option<usize>, len: i64) -> ArrayD<f32> {
+    let mut s = c.shape.clone();
+    if let (Some(b), Some(rows)) = (s.first_mut(), rows) {
+        *b = rows as i64;
+    }
+    if c.fixed {
+        return ArrayD::zeros(IxDyn(&s.iter().map(|&d| d.max(0) as usize).collect::<Vec<_>>()));
+    }
+    zeros(&s, seq_axis, len)
+}
+
 impl Cache {
     /// A with-past decoder driven alone has no step 0 to take its
     /// cross-attention past from: seeded values of the encoder length stand
@@ -113,7 +126,7 @@ impl Cache {
     /// The dummy past fed at step 0: zeros of length `len` on the sequence axis.
     pub(crate) fn empty(plan: &Plan, len: i64) -> Cache {
         Cache {
-            self_past: plan.self_past.iter().map(|c| zeros(&c.shape, plan.seq_axis, len)).collect(),
+            self_past: plan.self_past.iter().map(|c| cache_zeros(c, plan.seq_axis, None, len)).collect(),
             cross_past: plan.cross_past.iter().map(|c| zeros(&c.shape, plan.seq_axis, len)).collect(),
             past_len: len,
         }
@@ -248,13 +261,13 @@ pub(crate) fn uncached(
         Some(flag) => {
             feeds.push(Feed::flag(flag, false));
             for c in plan.self_past.iter().chain(&plan.cross_past) {
-                feeds.push(Feed::float(&c.past, c.dtype, zeros(&c.shape, plan.seq_axis, dummy)));
+                feeds.push(Feed::float(&c.past, c.dtype, cache_zeros(c, plan.seq_axis, None, dummy)));
             }
         }
         // Without a flag: an empty self past, and the cross past the cached run used.
         None => {
             for c in &plan.self_past {
-                feeds.push(Feed::float(&c.past, c.dtype, zeros(&c.shape, plan.seq_axis, 0)));
+                feeds.push(Feed::float(&c.past, c.dtype, cache_zeros(c, plan.seq_axis, None, 0)));
             }
             for (c, a) in plan.cross_past.iter().zip(&cache.cross_past) {
                 feeds.push(Feed::float(&c.past, c.dtype, a.clone()));

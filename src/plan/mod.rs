@@ -40,6 +40,10 @@ pub struct CacheTensor {
     /// How the present was paired with the past (name convention, or shape and order).
     #[serde(default)]
     pub matched_by: String,
+    /// A fixed-size state (convolution or recurrent): zero-filled at step 0,
+    /// carried from its present, never grown; `shape` is its whole shape.
+    #[serde(default)]
+    pub fixed: bool,
 }
 
 /// Everything the driver needs; serialized to the child process.
@@ -228,6 +232,12 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         seq_axis = self_names.first().and_then(|n| inferred.pair_of(n)?.grows_on).or(cache.seq_axis);
     }
     let seq_axis = seq_axis.unwrap_or(2);
+    // Fixed-size states (LFM2's conv states) ride along with the cache, whatever the contract names.
+    for s in inferred.all(InputRole::State) {
+        if !self_names.contains(&s.name) {
+            self_names.push(s.name.clone());
+        }
+    }
     // A cross-attention past needs no present of its own: with-past decoders
     // take it from step 0's outputs (the no-past decoder's) and keep it.
     let prefix = cache.present_prefix.as_ref();
@@ -254,11 +264,12 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         let (elem, dims) = port.ty.tensor_parts().ok_or_else(|| format!("`{past}` is not a tensor"))?;
         let dims = dims.ok_or_else(|| format!("`{past}` declares no shape"))?;
         let rule = contract.inputs.iter().find(|r| r.name == past).and_then(|r| r.shape.clone());
+        let fixed = inferred.inputs.iter().any(|i| i.name == past && i.role == InputRole::State);
         let mut shape = Vec::with_capacity(dims.len());
         for (axis, d) in dims.iter().enumerate() {
             let v = if axis == 0 {
                 batch
-            } else if axis == seq_axis {
+            } else if axis == seq_axis && !fixed {
                 0
             } else {
                 fixed_from(Some(d), rule.as_ref().and_then(|r| r.get(axis))).ok_or_else(|| {
@@ -269,7 +280,7 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
             };
             shape.push(v);
         }
-        Ok(CacheTensor { past: past.to_string(), present, shape, dtype: elem, matched_by })
+        Ok(CacheTensor { past: past.to_string(), present, shape, dtype: elem, matched_by, fixed })
     };
     let self_past = self_names.iter().map(|n| tensor(n, false)).collect::<Result<Vec<_>, _>>()?;
     let cross_past = cross_names.iter().map(|n| tensor(n, true)).collect::<Result<Vec<_>, _>>()?;
