@@ -8,5 +8,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = onnx_contract::render::table::signature("fuzz.onnx", &sig, false);
         let _ = onnx_contract::render::json::signature("fuzz.onnx", &sig, Vec::new()).to_string();
         let _ = onnx_contract::contract::init::init(&sig, "fuzz.onnx");
+        // So must the protocol inference, on any signature and its dim expressions.
+        let _ = onnx_contract::plan::infer::infer(&sig, &Default::default());
     }
 });
