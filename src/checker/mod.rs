@@ -64,7 +64,6 @@ struct Setup {
 pub struct Checker {
     contract: Option<Contract>,
     static_only: bool,
-    force_run: bool,
     steps: usize,
     batch: i64,
     seed: u64,
@@ -111,7 +110,6 @@ impl Default for Checker {
         Checker {
             contract: None,
             static_only: false,
-            force_run: false,
             steps: 4,
             batch: 1,
             seed: 0,
@@ -159,8 +157,7 @@ impl Checker {
     }
     /// Kept for applications written before the run decided: the runtime
     /// steps now run whenever a plan can be made, static failure or not.
-    pub fn force_run(mut self, yes: bool) -> Self {
-        self.force_run = yes;
+    pub fn force_run(self, _yes: bool) -> Self {
         self
     }
     /// Decoding steps per run.

@@ -13,6 +13,7 @@ use crate::engine::session::run;
 use crate::model::signature::ElemType;
 use crate::plan::Plan;
 use ndarray::{ArrayD, IxDyn};
+use ort::session::Session;
 
 /// One left-padded batch: each row's real tokens, padded to the longest.
 pub(crate) struct Padded {
@@ -143,6 +144,34 @@ pub(crate) fn not_run(what: &str, e: &str) -> Event {
     }
 }
 
+/// The logits of each call of `calls` (new tokens per row) on `batch`, every
+/// call onto the cache the previous ones left, starting from an empty one.
+pub(crate) fn run_calls(
+    session: &mut Session,
+    plan: &Plan,
+    batch: &Padded,
+    calls: &[Vec<Vec<i64>>],
+) -> Result<Vec<ArrayD<f32>>, String> {
+    let b = batch.rows.len();
+    let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
+        .self_past
+        .iter()
+        .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::cache_zeros(c, plan.seq_axis, Some(b), 0)))
+        .collect();
+    let mut past_len = 0usize;
+    let mut out = Vec::new();
+    for new in calls {
+        let feeds = padded_step(plan, batch, new, past_len, &pasts, 0);
+        let o = run(session, &feeds)?;
+        out.push(o.floats.get(&plan.logits).cloned().ok_or("no logits")?);
+        for (c, slot) in plan.self_past.iter().zip(pasts.iter_mut()) {
+            slot.2 = o.floats.get(&c.present).cloned().ok_or("no present")?;
+        }
+        past_len += new.iter().map(Vec::len).max().unwrap_or(0);
+    }
+    Ok(out)
+}
+
 /// Two prompts of different lengths in one left-padded batch against each
 /// row run alone, teacher-forced on the same tokens for 3 cached steps.
 pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
@@ -150,31 +179,13 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
     let long: Vec<i64> = (0..4).map(|_| ctx.rng.below(plan.vocab)).collect();
     let short: Vec<i64> = (0..2).map(|_| ctx.rng.below(plan.vocab)).collect();
     let forced: Vec<i64> = (0..3).map(|_| ctx.rng.below(plan.vocab)).collect();
-    // Last-position logits per step, for a batch of `prompts`.
+    // Logits per step, for a batch of `prompts` teacher-forced on `forced`.
     let mut run_batch = |prompts: Vec<Vec<i64>>| -> Result<Vec<ArrayD<f32>>, String> {
         let batch = Padded::new(prompts);
         let b = batch.rows.len();
-        let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
-            .self_past
-            .iter()
-            .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::cache_zeros(c, plan.seq_axis, Some(b), 0)))
-            .collect();
-        let mut past_len = 0usize;
-        let mut out = Vec::new();
-        let mut new = batch.rows.clone();
-        for step in 0..=forced.len() {
-            let feeds = padded_step(plan, &batch, &new, past_len, &pasts, 0);
-            let o = run(&mut ctx.session, &feeds)?;
-            out.push(o.floats.get(&plan.logits).cloned().ok_or("no logits")?);
-            for (c, slot) in plan.self_past.iter().zip(pasts.iter_mut()) {
-                slot.2 = o.floats.get(&c.present).cloned().ok_or("no present")?;
-            }
-            past_len += new.iter().map(Vec::len).max().unwrap_or(0);
-            if step < forced.len() {
-                new = vec![vec![forced[step]]; b];
-            }
-        }
-        Ok(out)
+        let mut calls = vec![batch.rows.clone()];
+        calls.extend(forced.iter().map(|&t| vec![vec![t]; b]));
+        run_calls(&mut ctx.session, plan, &batch, &calls)
     };
     let runs = [run_batch(vec![long.clone()]), run_batch(vec![short.clone()]), run_batch(vec![long, short])];
     let [alone0, alone1, both] = match all_three(runs) {

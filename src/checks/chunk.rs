@@ -6,13 +6,11 @@
 //! several new tokens when a past is present (optimum PR #1257,
 //! transformers #42017); one-token steps never show it.
 
-use crate::checks::batch::{padded_step, Padded};
+use crate::checks::batch::{run_calls, Padded};
 use crate::diagnose::cause::first_line;
 use crate::engine::context::Ctx;
 use crate::engine::events::{Event, StepIssue};
-use crate::engine::session::run;
 use crate::finding::Code;
-use crate::model::signature::ElemType;
 use ndarray::{ArrayD, Axis};
 
 /// Tokens already in the cache, and tokens fed at once onto it.
@@ -20,28 +18,12 @@ pub(crate) const PAST: usize = 4;
 /// Tokens of the chunk.
 pub(crate) const CHUNK: usize = 3;
 
-/// Logits of `tokens` fed as `chunks` calls (each chunk onto the cache the
-/// previous ones left), batch 1.
+/// The last call's logits of `chunks` fed one after the other onto the cache, batch 1.
 fn run_chunks(ctx: &mut Ctx<'_>, chunks: &[Vec<i64>]) -> Result<ArrayD<f32>, String> {
-    let plan = &ctx.job.plan;
     let batch = Padded::new(vec![chunks.concat()]);
-    let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
-        .self_past
-        .iter()
-        .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::cache_zeros(c, plan.seq_axis, Some(1), 0)))
-        .collect();
-    let mut past_len = 0;
-    let mut last = None;
-    for chunk in chunks {
-        let feeds = padded_step(plan, &batch, std::slice::from_ref(chunk), past_len, &pasts, 0);
-        let o = run(&mut ctx.session, &feeds)?;
-        for (c, slot) in plan.self_past.iter().zip(pasts.iter_mut()) {
-            slot.2 = o.floats.get(&c.present).cloned().ok_or_else(|| format!("no `{}`", c.present))?;
-        }
-        past_len += chunk.len();
-        last = Some(o.floats.get(&plan.logits).cloned().ok_or_else(|| format!("no `{}`", plan.logits))?);
-    }
-    last.ok_or_else(|| "no chunk".into())
+    let calls: Vec<Vec<Vec<i64>>> = chunks.iter().map(|c| vec![c.clone()]).collect();
+    let plan = &ctx.job.plan;
+    run_calls(&mut ctx.session, plan, &batch, &calls)?.pop().ok_or_else(|| "no chunk".into())
 }
 
 /// Feeds 3 tokens onto a cache of 4 and compares each position with the

@@ -47,14 +47,9 @@ impl std::fmt::Display for Role {
     }
 }
 
-use crate::model::names::is_past_name;
+use crate::model::names::{is_cross_name, is_past_name};
 use crate::plan::infer::{infer, Hints};
 use crate::plan::roles::InputRole;
-
-/// A cross-attention past (seq2seq): optimum's `.encoder.`, or `cross` in the name.
-fn is_cross_name(name: &str) -> bool {
-    name.contains(".encoder.") || name.contains("cross")
-}
 
 /// The role of a model with this signature. Pasts and logits are what the
 /// protocol inference finds (a dynamo export's `k0` refreshed from `cat_7`,

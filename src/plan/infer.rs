@@ -11,7 +11,7 @@
 
 use super::roles::{CacheForm, Inferred, InputRole, MaskSpan, Pairing, PlacedInput};
 use crate::model::dims::Expr;
-use crate::model::names::is_past_name;
+use crate::model::names::{is_cross_name, is_past_name, present_by_convention};
 use crate::model::signature::{Dim, ElemType, Port, Signature};
 
 /// What the folder's configs say that the graph cannot.
@@ -87,25 +87,10 @@ fn is_state_name(name: &str) -> bool {
     ["conv", "ssm", "recurrent", "state"].iter().any(|k| n.contains(k))
 }
 
-fn is_cross_name(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    n.contains(".encoder.") || n.contains("cross")
-}
-
-/// The present a past's name points to, by the conventions in the wild.
+/// The present a past's name points to, by the conventions in the wild, not yet taken.
 fn present_by_name(sig: &Signature, past: &str, taken: &[String]) -> Option<(String, String)> {
-    for (from, to, how) in [
-        ("past_key_values", "present", "name: past_key_values.N → present.N (optimum, genai)"),
-        ("past_key", "present_key", "name: past_key… → present_key…"),
-        ("past_value", "present_value", "name: past_value… → present_value…"),
-        ("past", "present", "name: past… → present…"),
-    ] {
-        let p = past.replacen(from, to, 1);
-        if p != past && sig.output(&p).is_some() && !taken.contains(&p) {
-            return Some((p, how.into()));
-        }
-    }
-    None
+    present_by_convention(past, |p| sig.output(p).is_some() && !taken.iter().any(|t| t == p))
+        .map(|(p, how)| (p, how.to_string()))
 }
 
 /// How an output's dims line up with a past's: `Some(grown axis)` when every

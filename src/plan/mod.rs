@@ -10,7 +10,7 @@ pub mod numeric;
 pub mod roles;
 
 use crate::contract::{Contract, DimRule};
-use crate::model::names::is_past_name;
+use crate::model::names::{is_past_name, present_by_convention};
 use crate::model::signature::{Dim, ElemType, Signature};
 use roles::InputRole;
 use serde::{Deserialize, Serialize};
@@ -120,14 +120,8 @@ fn present_for(
         let p = past.replacen(from.as_str(), to, 1);
         return sig.output(&p).is_some().then(|| (p, format!("contract present_prefix {from} → {to}")));
     }
-    for (from, to, how) in [
-        ("past_key_values", "present", "name: past_key_values.N → present.N (optimum)"),
-        ("past", "present", "name: past… → present…"),
-    ] {
-        let p = past.replacen(from, to, 1);
-        if p != past && sig.output(&p).is_some() {
-            return Some((p, how.into()));
-        }
+    if let Some((p, how)) = present_by_convention(past, |p| sig.output(p).is_some()) {
+        return Some((p, how.into()));
     }
     let parts = |name: &str| {
         sig.input(name)
