@@ -48,6 +48,15 @@ model.save_pretrained() writes.
                              one (attention_mask / decoder_attention_mask
                              [batch, max_cache_len]). Inputs and outputs use
                              winml-cli's names past_<i>_key / present_<i>_key.
+  static-cache-writes-at-zero/ (broken) static-cache-llama with the cache
+                             write index frozen at slot 0, as a trace that
+                             captured the write position as a constant leaves
+                             it (the model was traced at position 0): the 4
+                             cache ScatterElements take Mul(index, 0). The mask
+                             and the positions still follow cache_position, so
+                             every call overwrites slot 0 and attends to slots
+                             that were never written. Derived from
+                             static-cache-llama/model.onnx with onnx alone.
 """
 import json
 import os
@@ -409,6 +418,23 @@ def verify_static_cache_with_mask(folder: Path):
           f"{fmt(np.abs(d.sess.run(None, dict(feed, attention_mask=hole))[0][0, -1] - base).max())}")
 
 
+def verify_static_cache_writes_at_zero(folder: Path):
+    """Driven as static-cache-llama: call 0 matches, later calls depart from the uncached forward."""
+    import numpy as np
+    s = session(folder / "model.onnx")
+    names = [i.name for i in s.get_inputs()]
+    pasts = [n for n in names if n.startswith("past")]
+    feed = {n: np.zeros((1, KV_HEADS, MAX, HEAD_DIM), np.float32) for n in pasts}
+    _, _, full, _, _ = torch_reference(PROMPT)
+    for p, tok in enumerate(PROMPT):
+        out = s.run(None, {"input_ids": np.array([[tok]]), "cache_position": np.array([p]), **feed})
+        got = out[0][0, -1].astype(np.float64)
+        want = full[p]
+        slots = sorted(set(np.nonzero(np.abs(out[1][0, 0]).sum(-1))[0].tolist()))
+        print(f"  call {p}: |delta| vs uncached = {fmt(np.abs(got - want).max())}; written slots of present.0.key {slots}")
+        feed = {n: o for n, o in zip(pasts, out[1:])}
+
+
 def verify_static_cache_traced_at_4(folder: Path):
     path = folder / "model.onnx"
     m = describe(path)
@@ -437,15 +463,49 @@ def verify_static_cache_traced_at_4(folder: Path):
             print(f"  node {n.name}: Reshape(cache_position, {val})")
 
 
+def gen_static_cache_writes_at_zero():
+    """static-cache-llama with every cache write frozen at slot 0."""
+    import onnx
+    from onnx import helper, numpy_helper
+    import numpy as np
+    src = OUT / "static-cache-llama"
+    out = OUT / "static-cache-writes-at-zero"
+    out.mkdir(parents=True, exist_ok=True)
+    for f in ("config.json", "generation_config.json"):
+        shutil.copy(src / f, out / f)
+    m = onnx.load(src / "model.onnx")
+    g = m.graph
+    pasts = {i.name for i in g.input if i.name.startswith("past_key_values")}
+    zero = numpy_helper.from_array(np.array(0, dtype=np.int64), "frozen_write_zero")
+    g.initializer.append(zero)
+    nodes = []
+    frozen = 0
+    for n in g.node:
+        if n.op_type == "ScatterElements" and n.input[0] in pasts:
+            idx = n.input[1]
+            z = f"{idx}_frozen_at_zero"
+            nodes.append(helper.make_node("Mul", [idx, "frozen_write_zero"], [z], name=f"/frozen_write_{frozen}"))
+            n.input[1] = z
+            frozen += 1
+        nodes.append(n)
+    assert frozen == 4, frozen
+    del g.node[:]
+    g.node.extend(nodes)
+    onnx.checker.check_model(m)
+    onnx.save(m, out / "model.onnx")
+
+
 GENERATORS = {
     "static-cache-llama": gen_static_cache_llama,
     "static-cache-traced-at-4": gen_static_cache_traced_at_4,
     "static-cache-with-mask": gen_static_cache_with_mask,
+    "static-cache-writes-at-zero": gen_static_cache_writes_at_zero,
 }
 VERIFIERS = {
     "static-cache-llama": verify_static_cache_llama,
     "static-cache-traced-at-4": verify_static_cache_traced_at_4,
     "static-cache-with-mask": verify_static_cache_with_mask,
+    "static-cache-writes-at-zero": verify_static_cache_writes_at_zero,
 }
 
 if __name__ == "__main__":

@@ -84,7 +84,15 @@ fn onnxruntime_genai_export_is_sized_and_named_by_its_genai_config() {
         .iter()
         .find(|x| x["name"] == "past_key_values.0.key")
         .unwrap();
-    assert_eq!(past["shape"], serde_json::json!([1, 2, 4, 16]));
+    // genai_config.json: past_present_share_buffer with max_length 128: the
+    // buffers are fed at max_length, the mask over the real length (prompt 4 + 1).
+    assert_eq!(past["shape"], serde_json::json!([1, 2, 128, 16]));
+    let feeds = f["runtime"]["steps"][1]["feeds"].as_array().unwrap();
+    let mask = feeds.iter().find(|x| x["name"] == "attention_mask").unwrap();
+    assert_eq!(mask["shape"], serde_json::json!([1, 5]));
+    let present = f["runtime"]["steps"][1]["outputs"].as_array().unwrap();
+    let present = present.iter().find(|x| x["name"] == "present.0.key").unwrap();
+    assert_eq!(present["shape"], serde_json::json!([1, 2, 128, 16]));
     assert_eq!(cached_steps(f).len(), 3);
 }
 

@@ -20,7 +20,8 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
         Some(enc) => format!("{what}, encoder states from {}", enc.file.rel),
         None => format!("{what}, seeded encoder states (no encoder in the folder)"),
     };
-    let mut setup = Setup { encoder: encoder.map(|x| x.file.path.clone()), start_token, ..Setup::default() };
+    let mut setup =
+        Setup { encoder: encoder.map(|x| x.file.path.clone()), start_token, hints: folder.hints(), ..Setup::default() };
     // A numeric variant is also compared with its fp32 sibling, teacher-forced.
     if e.file.variant.is_some() && matches!(e.role, Role::MergedDecoder | Role::DecoderOnly) {
         let fp32 = folder.entries.iter().find(|x| {
@@ -30,7 +31,10 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
                 && x.file.path.parent() == e.file.path.parent()
         });
         if let Some(f) = fp32 {
-            let plan = folder.contract_for(f).and_then(|c| c.ok()).and_then(|c| crate::plan::build(&f.sig, &c, 1).ok());
+            let plan = folder
+                .contract_for(f)
+                .and_then(|c| c.ok())
+                .and_then(|c| crate::plan::build_with(&f.sig, &c, 1, &folder.hints()).ok());
             setup.compare_to = plan.map(|p| (f.file.path.clone(), p));
             setup.compare_encoder = folder.sibling(f, Role::Encoder).map(|x| x.file.path.clone());
         }

@@ -55,6 +55,8 @@ struct Setup {
     /// user's, nor genai_config.json's): its names are conventions, and a
     /// deviation the run shows harmless is a warning.
     builtin_contract: bool,
+    /// What the folder's configs tell the protocol inference (genai's shared buffers).
+    hints: crate::plan::infer::Hints,
 }
 
 /// Builds and runs a check. Defaults: 4 steps, batch 1, seed 0, the runtime
@@ -313,8 +315,16 @@ impl Checker {
             let static_failed = any_error(&findings);
             runtimes = self.run_runtimes(model, sig, contract, setup, &mut findings)?;
             if static_failed {
-                let same_caches = settle::same_caches(sig, contract);
-                settle::settle(&mut findings, static_end, &runtimes, setup.builtin_contract, same_caches);
+                let inferred = crate::plan::infer::infer(sig, &setup.hints);
+                let same_caches = settle::same_caches(&inferred, contract);
+                let fixed_shapes = inferred.cache_form == crate::plan::roles::CacheForm::StaticBuffer;
+                let builtin = setup.builtin_contract;
+                settle::settle(
+                    &mut findings,
+                    static_end,
+                    &runtimes,
+                    settle::Settle { builtin, same_caches, fixed_shapes },
+                );
             }
         }
         let summary = ModelSummary::of(shown, sig, Vec::new());
@@ -344,7 +354,7 @@ impl Checker {
     ) -> Result<Vec<RuntimeReport>, Error> {
         use crate::engine::{child, locate, options};
         use crate::plan;
-        let inferred = plan::infer::infer(sig, &plan::infer::Hints::default());
+        let inferred = plan::infer::infer(sig, &setup.hints);
         if !sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name)) && inferred.pairs.is_empty() {
             // A decoder without past inputs has no cache to drive (a split
             // pair's step-0 half, or an encoder): the static check is its check.
@@ -355,7 +365,7 @@ impl Checker {
             ));
             return Ok(Vec::new());
         }
-        let plan = match plan::build(sig, contract, self.batch) {
+        let plan = match plan::build_with(sig, contract, self.batch, &setup.hints) {
             Ok(p) => p,
             Err(message) => {
                 findings.push(Finding::error(Code::Plan, message));

@@ -30,17 +30,23 @@ const PRESENCE: &[Code] = &[
 /// Why a deviation the run disproved is only a warning.
 pub(crate) const HARMLESS: &str = "harmless here: driven with the protocol inferred from its own graph, the model passed every runtime check (cached = uncached at every step); a caller written for the family's usual signature must use this model's names, types and sizes";
 
+/// Why a fixed size the run disproved is only a warning.
+pub(crate) const FIXED_SHAPES: &str = "a static-cache export: batch, tokens per call and cache length are fixed by design, for fixed-shape runtimes; driven one call at a time into its buffers, the model passed every runtime check. It cannot batch or take a longer chunk than it was traced with";
+
+/// What the settling knows about the file.
+pub(crate) struct Settle {
+    /// The contract is a family's conventions, not the user's.
+    pub(crate) builtin: bool,
+    /// The model's inferred protocol has as many caches as the contract and
+    /// no input it could not place.
+    pub(crate) same_caches: bool,
+    /// The inferred cache is a static one: fixed shapes are its form.
+    pub(crate) fixed_shapes: bool,
+}
+
 /// Settles the static findings `findings[..static_end]` against the run's.
-/// `builtin`: the contract is a family's conventions, not the user's;
-/// `same_caches`: the model's inferred protocol has as many caches as the
-/// contract and no input it could not place.
-pub(crate) fn settle(
-    findings: &mut Vec<Finding>,
-    static_end: usize,
-    runtimes: &[RuntimeReport],
-    builtin: bool,
-    same_caches: bool,
-) {
+pub(crate) fn settle(findings: &mut Vec<Finding>, static_end: usize, runtimes: &[RuntimeReport], how: Settle) {
+    let Settle { builtin, same_caches, fixed_shapes } = how;
     let ran = runtimes.iter().any(|r| r.crash.is_none() && r.steps.iter().any(|s| s.ok));
     let run_failed = findings[static_end..].iter().any(|f| f.severity == Severity::Error);
     if ran && !run_failed && builtin {
@@ -49,6 +55,9 @@ pub(crate) fn settle(
             if f.severity == Severity::Error && harmless {
                 f.severity = Severity::Warning;
                 f.cause = Some(HARMLESS.into());
+            } else if f.severity == Severity::Error && fixed_shapes && f.code == Code::DimStatic {
+                f.severity = Severity::Warning;
+                f.cause = Some(FIXED_SHAPES.into());
             }
         }
     }
@@ -65,15 +74,17 @@ pub(crate) fn settle(
 
 /// Whether the model's inferred protocol has a cache tensor for every past
 /// the contract names, and no input it could not place.
-pub(crate) fn same_caches(sig: &crate::model::signature::Signature, contract: &crate::contract::Contract) -> bool {
+pub(crate) fn same_caches(inferred: &crate::plan::roles::Inferred, contract: &crate::contract::Contract) -> bool {
     use crate::plan::roles::InputRole;
-    let inferred = crate::plan::infer::infer(sig, &crate::plan::infer::Hints::default());
-    let wanted = contract.inputs.iter().filter(|r| crate::model::names::is_past_name(&r.name)).count();
+    // States (a hybrid's convolution states) ride along whether the contract names them or not.
+    let state = |n: &str| inferred.inputs.iter().any(|p| p.name == n && p.role == InputRole::State);
+    let wanted =
+        contract.inputs.iter().filter(|r| crate::model::names::is_past_name(&r.name) && !state(&r.name)).count();
     // A fused cache (GPT-BigCode's `key_value`) holds a key and a value.
     let have: usize = inferred
         .inputs
         .iter()
-        .filter(|p| matches!(p.role, InputRole::Past | InputRole::CrossPast | InputRole::State))
+        .filter(|p| matches!(p.role, InputRole::Past | InputRole::CrossPast))
         .map(|p| if p.name.ends_with("key_value") { 2 } else { 1 })
         .sum();
     wanted == have && !inferred.inputs.iter().any(|p| p.role == InputRole::Unplaced)

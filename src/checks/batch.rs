@@ -67,22 +67,12 @@ pub(crate) fn padded_step(
         pos.extend(&cums[past_len..]);
         mask.extend(row_mask);
     }
-    let ints = |name: &str, shape: &[usize], v: Vec<i64>| Feed {
-        name: name.to_string(),
-        elem: plan.dtype_of(name),
-        values: Values::Int(ArrayD::from_shape_vec(IxDyn(shape), v).expect("shape")),
-    };
     let mut feeds = vec![Feed {
         name: plan.input_ids.clone(),
         elem: plan.input_ids_dtype,
         values: Values::Int(ArrayD::from_shape_vec(IxDyn(&[b, n]), ids).expect("shape")),
     }];
-    if let Some(m) = &plan.attention_mask {
-        feeds.push(ints(m, &[b, total], mask));
-    }
-    if let Some(p) = &plan.position_ids {
-        feeds.push(ints(p, &[b, n], pos));
-    }
+    crate::engine::feeds::placement(plan, b, n, past_len, mask, pos, &mut feeds);
     for (name, elem, a) in pasts {
         feeds.push(Feed { name: name.clone(), elem: *elem, values: Values::Float(a.clone()) });
     }

@@ -29,6 +29,11 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
     let mut tokens = ctx.prompt.clone();
     let mut new_tokens = ctx.prompt.clone();
     for step in 0..opts.steps {
+        // A fixed buffer holds so many tokens: the run ends where it is full.
+        let n_next = new_tokens.first().map_or(0, Vec::len) as i64;
+        if plan.buffer.as_ref().is_some_and(|b| cache.past_len + n_next > b.len) {
+            return;
+        }
         let input = StepInput { step, new_tokens: &new_tokens, encoder_states: states.as_ref(), enc_len: ctx.enc_len };
         // Step 0 of a split pair runs the no-past decoder on the prompt.
         let pair_step0 = step == 0 && has_step0;
@@ -59,6 +64,9 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
             cross_presents,
         };
         let mut issues = step::step_outputs(plan, &out, &expect);
+        if plan.buffer.is_some() && cached {
+            issues.extend(crate::checks::buffer::writes(plan, &feeds, &out, cache.past_len as usize, n_new));
+        }
         // A session must give the same answer twice (onnxruntime#22723): step 0, first run only.
         if step == 0 && Some(&dummy) == plan.step0_past_lengths.first() && !pair_step0 {
             issues.extend(repeatability::check(&mut ctx.session, &feeds, &out, &plan.logits));

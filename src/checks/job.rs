@@ -86,7 +86,8 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         }
     }
     // A chunk of several tokens onto a cache: the decoder-only form callers prefill in chunks.
-    if !cache_failed && job.plan.family == crate::plan::Family::DecoderOnly {
+    // (A graph that fixes its tokens per call takes no chunk.)
+    if !cache_failed && job.plan.family == crate::plan::Family::DecoderOnly && job.plan.tokens_per_call.is_none() {
         crate::checks::chunk::check(&mut ctx, emit);
     }
     if let Some(w) = job.options.window.clone().filter(|w| w.size <= crate::checks::window::MAX_PROBED && !cache_failed)
@@ -167,7 +168,9 @@ fn prepare<'a>(
     let step0_is_no_cache = opts.step0_model.is_some() && opts.step0_model == opts.no_cache_model;
     let step0 = if step0_is_no_cache { None } else { side(&opts.step0_model)? };
     let start = opts.start_token.unwrap_or(plan.vocab - 1).clamp(0, plan.vocab - 1);
-    let mut prompt = feeds::prompt(plan, b, opts.prompt_len.max(1) as usize, start, &mut rng);
+    // A graph that fixes the tokens per call takes its prompt in calls of that size.
+    let prompt_len = plan.tokens_per_call.unwrap_or(opts.prompt_len).max(1) as usize;
+    let mut prompt = feeds::prompt(plan, b, prompt_len, start, &mut rng);
     if let (Some(r), crate::plan::Family::DecoderOnly) = (&opts.reference, plan.family) {
         prompt = vec![r.ids.clone(); b];
     }

@@ -2,13 +2,15 @@
 //! findings: what must hold after each step (`step`), the cache run with its
 //! growth and parity (`cache`), repeatability (`repeatability`), left-padded
 //! prompt batches (`batch`) and padded source batches (`source_batch`),
-//! several tokens onto a non-empty cache (`chunk`),
+//! several tokens onto a non-empty cache (`chunk`), fixed buffers written in
+//! place (`buffer`),
 //! variants against fp32 (`variant`), optimization levels (`levels`) and
 //! sliding windows (`window`). `job` is what the child process runs: these
 //! checks in order, or the recorded calls of a `replay`, or a reference
 //! generation for `protocol`.
 
 pub(crate) mod batch;
+pub(crate) mod buffer;
 pub(crate) mod cache;
 pub(crate) mod chunk;
 pub(crate) mod job;

@@ -59,7 +59,12 @@ pub(crate) fn step_outputs(plan: &Plan, out: &Outputs, e: &Expect) -> Vec<StepIs
                 if s.iter().skip(1).copied().collect::<Vec<i64>>() != want {
                     issue(
                         Code::CacheGrowth,
-                        format!("`{}` has shape {s:?}, expected the state's fixed shape {:?}", c.present, c.shape),
+                        format!(
+                            "`{}` has shape {s:?}, expected its fixed shape {:?}: {} is carried from call to call, never grown",
+                            c.present,
+                            c.shape,
+                            if c.buffer { "a fixed cache buffer" } else { "a state" }
+                        ),
                         &c.present,
                     );
                 }

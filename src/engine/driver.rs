@@ -74,7 +74,8 @@ pub(crate) fn generate(
 }
 
 /// Logits of the whole prefix without cache: the separate no-cache model
-/// when there is one, else the same model with an empty past.
+/// when there is one, else the same model with an empty past (fixed
+/// buffers: fresh ones, or this very call when the model takes one token).
 pub(crate) fn recompute(
     ctx: &mut Ctx<'_>,
     tokens: &[Vec<i64>],
@@ -88,12 +89,29 @@ pub(crate) fn recompute(
             let feeds = side.keep(feeds::uncached(plan, tokens, states, ctx.enc_len, Uncached::SeparateModel, cache));
             run(&mut side.session, &feeds)?
         }
+        // A fixed-shape export takes no whole prefix: the reference is this
+        // call on the same cache with every slot not yet written filled with
+        // noise (a correct mask never reads them).
+        None if plan.buffer.is_some() && plan.tokens_per_call.is_some_and(|k| (k as usize) < prefix_len(tokens)) => {
+            let k = plan.tokens_per_call.unwrap_or(1).max(1) as usize;
+            let new: Vec<Vec<i64>> = tokens.iter().map(|r| r[r.len().saturating_sub(k)..].to_vec()).collect();
+            let input = feeds::StepInput { step: 1, new_tokens: &new, encoder_states: states, enc_len: ctx.enc_len };
+            let mut feeds = feeds::cached_step(plan, &input, cache);
+            feeds::noise_unwritten(plan, &mut feeds, cache.past_len.max(0) as usize);
+            run(&mut ctx.session, &feeds)?
+        }
         None => {
-            let feeds = feeds::uncached(plan, tokens, states, ctx.enc_len, Uncached::SameModel { dummy }, cache);
+            let mut feeds = feeds::uncached(plan, tokens, states, ctx.enc_len, Uncached::SameModel { dummy }, cache);
+            // Fixed buffers: the whole prefix from fresh buffers, their slots noise until written.
+            feeds::noise_unwritten(plan, &mut feeds, 0);
             run(&mut ctx.session, &feeds)?
         }
     };
     out.floats.get(&plan.logits).cloned().ok_or_else(|| format!("no `{}` from the uncached run", plan.logits))
+}
+
+fn prefix_len(tokens: &[Vec<i64>]) -> usize {
+    tokens.first().map_or(0, Vec::len)
 }
 
 /// Test-only fault injection: `ONNX_CONTRACT_FAULT=segv@2` (or `abort@2`)

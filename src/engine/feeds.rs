@@ -199,6 +199,64 @@ fn encoder_feeds(
     }
 }
 
+/// The feeds that place a call's tokens: the attention mask (`mask`, a row
+/// of past + new per batch row, widened with zeros to the whole buffer when
+/// the model's mask spans it), positions (`pos`, `n` per row),
+/// `cache_position` (the slots written, past..past + n) and
+/// `num_logits_to_keep` (0: logits for every position).
+pub(crate) fn placement(
+    plan: &Plan,
+    b: usize,
+    n: usize,
+    past: usize,
+    mask: Vec<i64>,
+    pos: Vec<i64>,
+    feeds: &mut Vec<Feed>,
+) {
+    let total = past + n;
+    if let Some(name) = &plan.attention_mask {
+        match plan.buffer.as_ref().filter(|bf| bf.mask_over_buffer) {
+            Some(bf) => {
+                let len = (bf.len.max(0) as usize).max(total);
+                let mut m = Vec::with_capacity(b * len);
+                for row in mask.chunks(total.max(1)) {
+                    m.extend(row);
+                    m.extend(std::iter::repeat_n(0, len - row.len()));
+                }
+                feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, len], m));
+            }
+            None => feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, total], mask)),
+        }
+    }
+    if let Some(name) = &plan.position_ids {
+        feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, n], pos));
+    }
+    if let Some(name) = &plan.cache_position {
+        feeds.push(Feed::ints(name, plan.dtype_of(name), &[n], (past..total).map(|i| i as i64).collect()));
+    }
+    if let Some(name) = &plan.logits_to_keep {
+        feeds.push(Feed::ints(name, plan.dtype_of(name), &[], vec![0]));
+    }
+}
+
+/// Fills every slot from `written` on of the fixed buffers among `feeds`
+/// with seeded noise: slots a correct mask never reads, so the logits must
+/// not move (the reference of a fixed-shape export, which has no uncached form).
+pub(crate) fn noise_unwritten(plan: &Plan, feeds: &mut [Feed], written: usize) {
+    let mut rng = Rng::seeded(0x5eed);
+    for c in plan.self_past.iter().filter(|c| c.buffer) {
+        let Some(Feed { values: Values::Float(a), .. }) = feeds.iter_mut().find(|f| f.name == c.past) else { continue };
+        if plan.seq_axis >= a.ndim() {
+            continue;
+        }
+        for (slot, mut lane) in a.axis_iter_mut(ndarray::Axis(plan.seq_axis)).enumerate() {
+            if slot >= written {
+                lane.mapv_inplace(|_| rng.normal());
+            }
+        }
+    }
+}
+
 /// Every feed of one step driven through the cache.
 pub(crate) fn cached_step(plan: &Plan, input: &StepInput<'_>, cache: &Cache) -> Vec<Feed> {
     let (b, n_new) = batch_and_len(input.new_tokens);
@@ -209,14 +267,9 @@ pub(crate) fn cached_step(plan: &Plan, input: &StepInput<'_>, cache: &Cache) -> 
     encoder_feeds(plan, input.encoder_states, b, input.enc_len, false, &mut feeds);
     // Decoder-only: the mask covers past + new; positions continue the past.
     let attended = if input.cached(plan) { cache.past_len } else { 0 };
-    if let Some(name) = &plan.attention_mask {
-        let total = attended as usize + n_new;
-        feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, total], vec![1; b * total]));
-    }
-    if let Some(name) = &plan.position_ids {
-        let pos = (0..b).flat_map(|_| (0..n_new as i64).map(|i| attended + i)).collect();
-        feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, n_new], pos));
-    }
+    let total = attended as usize + n_new;
+    let pos = (0..b).flat_map(|_| (0..n_new as i64).map(|i| attended + i)).collect();
+    placement(plan, b, n_new, attended as usize, vec![1; b * total], pos, &mut feeds);
     for (c, a) in plan.self_past.iter().zip(&cache.self_past) {
         feeds.push(Feed::float(&c.past, c.dtype, a.clone()));
     }
@@ -249,12 +302,7 @@ pub(crate) fn uncached(
     let (b, n) = batch_and_len(tokens);
     let mut feeds = vec![Feed::ints(&plan.input_ids, plan.input_ids_dtype, &[b, n], tokens.concat())];
     encoder_feeds(plan, encoder_states, b, enc_len, how == Uncached::SeparateModel, &mut feeds);
-    if let Some(name) = &plan.attention_mask {
-        feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, n], vec![1; b * n]));
-    }
-    if let Some(name) = &plan.position_ids {
-        feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, n], (0..b).flat_map(|_| 0..n as i64).collect()));
-    }
+    placement(plan, b, n, 0, vec![1; b * n], (0..b).flat_map(|_| 0..n as i64).collect(), &mut feeds);
     let Uncached::SameModel { dummy } = how else { return feeds };
     match &plan.branch_flag {
         // A flag-false branch ignores its past: the step-0 dummy.

@@ -32,6 +32,30 @@ pub struct ModelConfig {
     /// The sliding attention window the config asks for, when it asks for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding_window: Option<SlidingWindow>,
+    /// The layers that keep a key/value cache, when the config says some
+    /// do not (LFM2's `conv` layers, Qwen3-Next's `linear_attention`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_layers: Option<AttentionLayers>,
+}
+
+/// The decoder layers with a key/value cache, in a hybrid model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct AttentionLayers {
+    /// Their indices.
+    pub layers: Vec<i64>,
+    /// `config.json: layer_types`.
+    pub source: String,
+}
+
+/// The layers `layer_types` gives a key/value cache (full, sliding or
+/// chunked attention; not linear attention, convolution or state-space
+/// layers), when it gives some layers none.
+pub(crate) fn attention_layers(scope: &Value, label: &str) -> Option<AttentionLayers> {
+    let types = scope.get("layer_types")?.as_array()?;
+    let kv = |t: &Value| t.as_str().is_some_and(|t| t.contains("attention") && !t.contains("linear"));
+    let layers: Vec<i64> = types.iter().enumerate().filter(|(_, t)| kv(t)).map(|(i, _)| i as i64).collect();
+    (layers.len() < types.len()).then(|| AttentionLayers { layers, source: format!("{label}: layer_types") })
 }
 
 /// `sliding_window` of config.json and the decoder layers that use it.
@@ -55,6 +79,9 @@ const KEYS: &[(&str, &[&str])] = &[
     ("heads", &["decoder_attention_heads", "num_heads", "n_head", "num_attention_heads"]),
     ("kv_heads", &["num_key_value_heads", "multi_query_group_num"]),
     ("head_dim", &["head_dim", "d_kv"]),
+    // Multi-head latent attention (DeepSeek-V2/V3): keys and values have their own head sizes.
+    ("key_dim", &["qk_head_dim"]),
+    ("value_dim", &["v_head_dim"]),
     ("vocab", &["vocab_size"]),
     ("num_mel_bins", &["num_mel_bins"]),
     ("max_source_positions", &["max_source_positions"]),
@@ -140,6 +167,14 @@ impl ModelConfig {
                 }
             }
         }
+        // MLA configs without `qk_head_dim`: the key is its unrotated part plus its rotary part.
+        if !c.sizes.contains_key("key_dim") {
+            let part = |k: &str| scopes.iter().find_map(|(s, label)| Some((s.get(k).and_then(int)?, label.clone())));
+            if let (Some((a, label)), Some((b, _))) = (part("qk_nope_head_dim"), part("qk_rope_head_dim")) {
+                let source = format!("{label}: qk_nope_head_dim + qk_rope_head_dim");
+                c.sizes.insert("key_dim".into(), Size { value: a + b, source });
+            }
+        }
         if !c.sizes.contains_key("kv_heads") {
             if let Some(s) = c.sizes.get("heads").cloned() {
                 c.sizes.insert("kv_heads".into(), s);
@@ -147,6 +182,7 @@ impl ModelConfig {
         }
         c.sliding_window =
             scopes.iter().find_map(|(scope, label)| sliding_window(scope, label, c.model_type.as_deref()));
+        c.attention_layers = scopes.iter().find_map(|(scope, label)| attention_layers(scope, label));
         c
     }
 

@@ -132,6 +132,40 @@ pub fn rename_cache(c: &mut Contract, sig: &Signature) {
     rename(&mut c.outputs, "present", &presents);
 }
 
+/// A hybrid's contract: key/value caches only on the layers that have them
+/// (config.json `layer_types`); the family's templates put one on every layer.
+pub fn keep_layers(c: &mut Contract, layers: &[i64]) {
+    let layer = |name: &str| -> Option<i64> {
+        name.split('.').find(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))?.parse().ok()
+    };
+    let cache = |name: &str| crate::model::names::is_past_name(name) || name.starts_with("present");
+    let keep = |name: &str| !cache(name) || layer(name).is_none_or(|l| layers.contains(&l));
+    c.inputs.retain(|r| keep(&r.name));
+    c.outputs.retain(|r| keep(&r.name));
+}
+
+/// Multi-head latent attention: the keys' last axis is `key_dim`, the
+/// values' `value_dim`, where the family's contract says `$head_dim` for both.
+pub fn split_head_dims(c: &mut Contract, key_dim: i64, value_dim: i64) {
+    for r in c.inputs.iter_mut().chain(c.outputs.iter_mut()) {
+        let cache = crate::model::names::is_past_name(&r.name) || r.name.starts_with("present");
+        if !cache || r.name.ends_with("key_value") {
+            continue;
+        }
+        // The last word says which (`past_key_values.0.value` is a value).
+        let (v, p) = match r.name.rsplit(['.', '_']).next() {
+            Some("key") => (key_dim, "key_dim"),
+            Some("value") => (value_dim, "value_dim"),
+            _ => continue,
+        };
+        if let Some(last) = r.shape.as_mut().and_then(|s| s.last_mut()) {
+            if matches!(last, DimRule::Fixed(_, Some(p)) if p == "head_dim") {
+                *last = DimRule::Fixed(v, Some(p.into()));
+            }
+        }
+    }
+}
+
 /// Any size on `axis` of output `name` (exporters spell a new-token count `"1"`).
 fn relax_axis(c: &mut Contract, name: &str, axis: usize) {
     if let Some(rule) = c.outputs.iter_mut().find(|r| r.name == name) {

@@ -27,6 +27,8 @@ pub struct GenaiConfig {
     /// `search.past_present_share_buffer`: pasts and presents are one
     /// buffer of `max_length`, written in place.
     pub share_buffer: Option<bool>,
+    /// `search.max_length`: the length of those shared buffers.
+    pub max_length: Option<i64>,
 }
 
 const SIZE_KEYS: &[(&str, &str)] = &[
@@ -83,10 +85,17 @@ impl GenaiConfig {
         Ok(GenaiConfig {
             filename: at(v, "model.decoder.filename").and_then(Value::as_str).map(str::to_string),
             model_type: model_type.clone(),
-            config: ModelConfig { model_type, sizes, sliding_window: None },
+            config: ModelConfig {
+                model_type,
+                sizes,
+                sliding_window: None,
+                attention_layers: at(v, "model.decoder")
+                    .and_then(|d| super::config::attention_layers(d, "genai_config.json: model.decoder")),
+            },
             inputs: strings(at(v, "model.decoder.inputs")),
             outputs: strings(at(v, "model.decoder.outputs")),
             share_buffer: at(v, "search.past_present_share_buffer").and_then(Value::as_bool),
+            max_length: at(v, "search.max_length").and_then(Value::as_i64).filter(|&n| n > 0 && n <= 1 << 20),
         })
     }
 
@@ -96,7 +105,17 @@ impl GenaiConfig {
         let kv = if size("kv_heads").is_some() { "$kv_heads" } else { "_" };
         let hd = if size("head_dim").is_some() { "$head_dim" } else { "_" };
         let vocab = if size("vocab").is_some() { "$vocab" } else { "_" };
-        let layered = |t: &str| t.replace("%d", "{layer}");
+        // A hybrid keeps key/value caches only on its attention layers, and a
+        // convolution state (`past_conv_names`) on the others.
+        let hybrid = self.config.attention_layers.as_ref();
+        let list = |l: Vec<i64>| format!("{{{}}}", l.iter().map(i64::to_string).collect::<Vec<_>>().join(","));
+        let kv_layers = hybrid.map(|h| list(h.layers.clone())).unwrap_or_else(|| "{layer}".into());
+        let other_layers = hybrid.and_then(|h| {
+            let n = size("layers")?;
+            let rest: Vec<i64> = (0..n).filter(|i| !h.layers.contains(i)).collect();
+            (!rest.is_empty()).then(|| list(rest))
+        });
+        let layered = |t: &str| t.replace("%d", &kv_layers);
         let name = |k: &str, default: &str| self.inputs.get(k).cloned().unwrap_or_else(|| default.to_string());
         let mut yaml = String::from("name: genai-decoder\nparams:\n");
         for p in ["layers", "kv_heads", "head_dim", "vocab"] {
@@ -119,6 +138,12 @@ impl GenaiConfig {
             ));
             self_past.push(format!("\"{t}\""));
         }
+        let states = |key: &str| {
+            Some(self.inputs.get(key).or_else(|| self.outputs.get(key))?.replace("%d", other_layers.as_deref()?))
+        };
+        if let Some(t) = states("past_conv_names") {
+            yaml.push_str(&format!("  \"{t}\": {{dtype: float32|float16|bfloat16, shape: [batch, any, any]}}\n"));
+        }
         yaml.push_str("outputs:\n");
         let out = |k: &str, default: &str| self.outputs.get(k).cloned().unwrap_or_else(|| default.to_string());
         yaml.push_str(&format!(
@@ -130,6 +155,9 @@ impl GenaiConfig {
                 "  \"{}\": {{dtype: float32|float16|bfloat16, shape: [batch, {kv}, any, {hd}]}}\n",
                 layered(&out(key, default))
             ));
+        }
+        if let Some(t) = states("present_conv_names") {
+            yaml.push_str(&format!("  \"{t}\": {{dtype: float32|float16|bfloat16, shape: [batch, any, any]}}\n"));
         }
         // How onnxruntime-genai drives it: mask over past + new; positions only when declared.
         yaml.push_str(&format!("cache:\n  self_past: [{}]\n", self_past.join(", ")));

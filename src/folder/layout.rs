@@ -133,12 +133,23 @@ impl Layout {
 
     /// The contract `e` is judged against; `None` for a file of unknown role.
     pub fn contract_for(&self, e: &Entry) -> Option<Result<Contract, ContractError>> {
-        let contract = match self.genai_for(e) {
-            Some(g) => Some(g.contract(&self.sizes)),
-            None => contracts::for_role(e.role, self.family, &self.sizes),
+        // genai_config.json lists a hybrid's layers itself; a family contract
+        // keeps KV only on the layers config.json gives attention.
+        let (contract, hybrid) = match self.genai_for(e) {
+            Some(g) => (Some(g.contract(&self.sizes)), None),
+            None => (
+                contracts::for_role(e.role, self.family, &self.sizes),
+                self.config.as_ref().and_then(|c| c.attention_layers.clone()),
+            ),
         };
         contract.map(|c| {
             c.map(|mut c| {
+                if let Some(h) = &hybrid {
+                    contracts::keep_layers(&mut c, &h.layers);
+                }
+                if let (Some(k), Some(v)) = (self.sizes.get("key_dim"), self.sizes.get("value_dim")) {
+                    contracts::split_head_dims(&mut c, k.value, v.value);
+                }
                 contracts::rename_cache(&mut c, &e.sig);
                 c
             })
@@ -151,6 +162,7 @@ impl Layout {
         Hints {
             vocab: self.sizes.get("vocab").map(|s| s.value),
             share_buffer: self.genai.as_ref().and_then(|g| g.share_buffer),
+            max_length: self.genai.as_ref().and_then(|g| g.max_length),
         }
     }
 
@@ -178,6 +190,7 @@ fn stated(config: Option<&ModelConfig>, genai: Option<&GenaiConfig>) -> ModelCon
     if let Some(g) = genai {
         c.sizes.extend(g.config.sizes.clone());
         c.model_type = c.model_type.or(g.model_type.clone());
+        c.attention_layers = c.attention_layers.or(g.config.attention_layers.clone());
     }
     c
 }

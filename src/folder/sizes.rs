@@ -19,8 +19,28 @@ pub fn from_model(sig: &Signature) -> Vec<(&'static str, i64, &'static str)> {
     if let Some(v) = p.heads {
         out.push(("kv_heads", v, "head axis of the past"));
     }
-    if let Some(v) = p.head_dim {
-        out.push(("head_dim", v, "last axis of the past"));
+    // Keys and values with head sizes of their own (multi-head latent attention).
+    let last = |key: bool| {
+        let port = sig.inputs.iter().find(|x| {
+            crate::model::names::is_past_name(&x.name)
+                && !x.name.ends_with("key_value")
+                && x.name.rsplit(['.', '_']).next() == Some(if key { "key" } else { "value" })
+        })?;
+        match port.ty.tensor_parts()?.1?.last()? {
+            Dim::Fixed(v) => Some(*v),
+            _ => None,
+        }
+    };
+    match (last(true), last(false)) {
+        (Some(k), Some(v)) if k != v => {
+            out.push(("key_dim", k, "last axis of the past keys"));
+            out.push(("value_dim", v, "last axis of the past values"));
+        }
+        _ => {
+            if let Some(v) = p.head_dim {
+                out.push(("head_dim", v, "last axis of the past"));
+            }
+        }
     }
     if let Some(v) = p.vocab {
         out.push(("vocab", v, "last axis of logits"));
@@ -58,6 +78,8 @@ pub fn resolve(config: &ModelConfig, model: Option<(&str, &Signature)>) -> BTree
 pub fn mismatches(config: &ModelConfig, file: &str, sig: &Signature) -> Vec<Finding> {
     let mut out = Vec::new();
     for (name, model_value, how) in from_model(sig) {
+        // An MLA config's `head_dim` is the rotary part; its key size is `key_dim`.
+        let name = if name == "head_dim" && config.sizes.contains_key("key_dim") { "key_dim" } else { name };
         let Some(stated) = config.sizes.get(name) else { continue };
         if stated.value != model_value {
             out.push(

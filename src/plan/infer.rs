@@ -21,6 +21,8 @@ pub struct Hints {
     pub vocab: Option<i64>,
     /// genai_config.json `search.past_present_share_buffer`.
     pub share_buffer: Option<bool>,
+    /// genai_config.json `search.max_length`: the shared buffers' length.
+    pub max_length: Option<i64>,
 }
 
 fn parts(p: &Port) -> Option<(ElemType, &[Dim])> {
@@ -274,10 +276,11 @@ fn cache_form(sig: &Signature, inputs: &[PlacedInput], pairs: &[Pairing], hints:
     if pairs.is_empty() {
         return (CacheForm::None, "no input is refreshed from an output".into());
     }
-    if hints.share_buffer == Some(true) {
+    // onnxruntime-genai shares the buffers only where GroupQueryAttention writes them in place.
+    if hints.share_buffer == Some(true) && sig.op_types.contains("GroupQueryAttention") {
         return (
             CacheForm::SharedBuffer,
-            "genai_config.json past_present_share_buffer: true (pasts and presents share max_length buffers)".into(),
+            "genai_config.json past_present_share_buffer: true, and GroupQueryAttention writes the cache: pasts and presents share max_length buffers".into(),
         );
     }
     if pasts.is_empty() {

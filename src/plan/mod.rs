@@ -12,7 +12,7 @@ pub mod roles;
 use crate::contract::{Contract, DimRule};
 use crate::model::names::{is_past_name, present_by_convention};
 use crate::model::signature::{Dim, ElemType, Signature};
-use roles::InputRole;
+use roles::{CacheForm, InputRole, MaskSpan};
 use serde::{Deserialize, Serialize};
 
 /// How the model is driven.
@@ -44,6 +44,23 @@ pub struct CacheTensor {
     /// carried from its present, never grown; `shape` is its whole shape.
     #[serde(default)]
     pub fixed: bool,
+    /// A fixed buffer of a static or shared cache: `fixed` too, and written
+    /// in place at the past length (the other slots stay as they were).
+    #[serde(default)]
+    pub buffer: bool,
+}
+
+/// Fixed cache buffers written in place: a static cache at `cache_position`,
+/// or onnxruntime-genai's shared past/present buffers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Buffer {
+    /// Slots on the sequence axis.
+    pub len: i64,
+    /// Static (at `cache_position`) or shared (genai).
+    pub form: CacheForm,
+    /// The attention mask spans the whole buffer (ones up to the real
+    /// length, zeros after) rather than only the tokens so far.
+    pub mask_over_buffer: bool,
 }
 
 /// Everything the driver needs; serialized to the child process.
@@ -85,7 +102,23 @@ pub struct Plan {
     pub unknown_inputs: Vec<String>,
     /// Every input's declared element type.
     pub dtypes: Vec<(String, ElemType)>,
+    /// Fixed cache buffers, when the cache is not a growing one.
+    #[serde(default)]
+    pub buffer: Option<Buffer>,
+    /// Where the new tokens are written in the buffers (`cache_position`).
+    #[serde(default)]
+    pub cache_position: Option<String>,
+    /// A scalar count of trailing positions to get logits for: fed 0 (every position).
+    #[serde(default)]
+    pub logits_to_keep: Option<String>,
+    /// Tokens per call when the graph fixes it (a static export traced at
+    /// one token takes exactly one, the prompt included).
+    #[serde(default)]
+    pub tokens_per_call: Option<i64>,
 }
+
+/// The shared buffers' length when genai_config.json states no `max_length`.
+const SHARED_BUFFER_LEN: i64 = 256;
 
 impl Plan {
     /// The declared element type of input `name` (int64 when undeclared).
@@ -144,6 +177,11 @@ fn present_for(
 
 /// Builds the plan, or says in one sentence why the model cannot be driven.
 pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, String> {
+    build_with(sig, contract, batch, &infer::Hints::default())
+}
+
+/// [`build`], with what the folder's configs say (genai's shared buffers and their length).
+pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infer::Hints) -> Result<Plan, String> {
     let cache = contract.cache.clone().unwrap_or_default();
     let has = |n: &str| sig.input(n).is_some();
     // Only what the model declares is fed: a contract may name an optional
@@ -154,7 +192,7 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
     };
     // What the graph itself says, for every name the contract and the
     // conventions leave open (a dynamo export's `k0` and `linear_14`).
-    let inferred = infer::infer(sig, &infer::Hints::default());
+    let inferred = infer::infer(sig, hints);
     let inferred_name = |role: InputRole| inferred.input(role).map(|p| p.name.clone());
     let input_ids = cache
         .input_ids
@@ -226,6 +264,20 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         seq_axis = self_names.first().and_then(|n| inferred.pair_of(n)?.grows_on).or(cache.seq_axis);
     }
     let seq_axis = seq_axis.unwrap_or(2);
+    let buffer = match inferred.cache_form {
+        // A static cache: its buffers' fixed size on the sequence axis.
+        CacheForm::StaticBuffer => self_names
+            .first()
+            .and_then(|n| sig.input(n)?.ty.tensor_parts()?.1?.get(seq_axis).cloned())
+            .and_then(|d| if let Dim::Fixed(v) = d { Some(v) } else { None }),
+        CacheForm::SharedBuffer => Some(hints.max_length.unwrap_or(SHARED_BUFFER_LEN)),
+        _ => None,
+    }
+    .map(|len| Buffer {
+        len,
+        form: inferred.cache_form,
+        mask_over_buffer: inferred.mask_span == Some(MaskSpan::Buffer),
+    });
     // Fixed-size states (LFM2's conv states) ride along with the cache, whatever the contract names.
     for s in inferred.all(InputRole::State) {
         if !self_names.contains(&s.name) {
@@ -258,11 +310,15 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         let (elem, dims) = port.ty.tensor_parts().ok_or_else(|| format!("`{past}` is not a tensor"))?;
         let dims = dims.ok_or_else(|| format!("`{past}` declares no shape"))?;
         let rule = contract.inputs.iter().find(|r| r.name == past).and_then(|r| r.shape.clone());
-        let fixed = inferred.inputs.iter().any(|i| i.name == past && i.role == InputRole::State);
+        let state = inferred.inputs.iter().any(|i| i.name == past && i.role == InputRole::State);
+        let in_buffer = buffer.as_ref().filter(|_| !state && !cross);
+        let fixed = state || in_buffer.is_some();
         let mut shape = Vec::with_capacity(dims.len());
         for (axis, d) in dims.iter().enumerate() {
             let v = if axis == 0 {
                 batch
+            } else if let (true, Some(b)) = (axis == seq_axis, in_buffer) {
+                b.len
             } else if axis == seq_axis && !fixed {
                 0
             } else {
@@ -274,7 +330,15 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
             };
             shape.push(v);
         }
-        Ok(CacheTensor { past: past.to_string(), present, shape, dtype: elem, matched_by, fixed })
+        Ok(CacheTensor {
+            past: past.to_string(),
+            present,
+            shape,
+            dtype: elem,
+            matched_by,
+            fixed,
+            buffer: in_buffer.is_some(),
+        })
     };
     let self_past = self_names.iter().map(|n| tensor(n, false)).collect::<Result<Vec<_>, _>>()?;
     let cross_past = cross_names.iter().map(|n| tensor(n, true)).collect::<Result<Vec<_>, _>>()?;
@@ -296,13 +360,34 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
     let position_ids = pick(&cache.position_ids, "position_ids");
     let encoder_attention_mask = pick(&cache.encoder_attention_mask, "encoder_attention_mask");
 
+    let cache_position = inferred_name(InputRole::CachePosition);
+    let logits_to_keep = inferred_name(InputRole::LogitsToKeep);
+    // Only a static cache is driven a fixed number of tokens per call (its
+    // form); a growing cache with a fixed token axis has a size baked in, and
+    // a standard caller feeding its prompt at once finds out (a finding).
+    let static_cache = buffer.as_ref().is_some_and(|b| b.form == CacheForm::StaticBuffer);
+    let tokens_per_call = match sig.input(&input_ids).and_then(|p| p.ty.tensor_parts()) {
+        Some((_, Some(d))) if static_cache => match d.get(1) {
+            Some(Dim::Fixed(v)) => Some(*v),
+            _ => None,
+        },
+        _ => None,
+    };
     let ids = Some(input_ids.clone());
-    let known: Vec<&str> =
-        [&ids, &branch_flag, &attention_mask, &position_ids, &encoder_hidden_states, &encoder_attention_mask]
-            .into_iter()
-            .filter_map(|o| o.as_deref())
-            .chain(self_past.iter().chain(&cross_past).map(|c| c.past.as_str()))
-            .collect();
+    let known: Vec<&str> = [
+        &ids,
+        &branch_flag,
+        &attention_mask,
+        &position_ids,
+        &encoder_hidden_states,
+        &encoder_attention_mask,
+        &cache_position,
+        &logits_to_keep,
+    ]
+    .into_iter()
+    .filter_map(|o| o.as_deref())
+    .chain(self_past.iter().chain(&cross_past).map(|c| c.past.as_str()))
+    .collect();
     let unknown_inputs =
         sig.inputs.iter().filter(|p| !known.contains(&p.name.as_str())).map(|p| p.name.clone()).collect();
     let dtypes = sig.inputs.iter().filter_map(|p| p.ty.tensor_parts().map(|(e, _)| (p.name.clone(), e))).collect();
@@ -342,5 +427,9 @@ pub fn build(sig: &Signature, contract: &Contract, batch: i64) -> Result<Plan, S
         hidden,
         unknown_inputs,
         dtypes,
+        buffer,
+        cache_position,
+        logits_to_keep,
+        tokens_per_call,
     })
 }

@@ -41,3 +41,20 @@ pub fn json(args: &[&str]) -> (i32, serde_json::Value) {
 pub fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
 }
+
+/// `check models/DIR --format json`, with no flags a user would need.
+pub fn check_folder(dir: &str) -> (i32, serde_json::Value) {
+    json(&["check", &format!("models/{dir}"), "--format", "json", "--no-fetch"])
+}
+
+/// The report of `file` in a folder report.
+pub fn file_report<'a>(r: &'a serde_json::Value, file: &str) -> &'a serde_json::Value {
+    r["files"].as_array().unwrap().iter().find(|f| f["path"] == file).unwrap_or_else(|| panic!("no {file} in {r}"))
+}
+
+/// Shape of the feed (or output, with `outputs`) `name` at `step` of the first run.
+pub fn shape_at(f: &serde_json::Value, step: usize, list: &str, name: &str) -> serde_json::Value {
+    let s = f["runtimes"][0]["steps"].as_array().unwrap().iter().find(|s| s["step"] == step).expect("step");
+    s[list].as_array().unwrap().iter().find(|x| x["name"] == name).unwrap_or_else(|| panic!("no {name}"))["shape"]
+        .clone()
+}

@@ -1,0 +1,113 @@
+//! Cache forms beyond the growing cache (issue 20): static caches driven one
+//! call at a time into fixed buffers at `cache_position`, onnxruntime-genai's
+//! shared past/present buffers at `max_length` with the mask over the real
+//! length, a hybrid's convolution states beside KV on its attention layers
+//! only, and multi-head latent attention's separate key and value sizes.
+//! Each on a real export, with its broken counterpart where the run decides.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+
+fn findings<'a>(f: &'a Value, severity: &str) -> Vec<&'a Value> {
+    f["findings"].as_array().unwrap().iter().filter(|x| x["severity"] == severity).collect()
+}
+
+fn parities(f: &Value) -> Vec<f64> {
+    f["runtimes"][0]["steps"].as_array().unwrap().iter().filter_map(|s| s["parity_max_abs_diff"].as_f64()).collect()
+}
+
+#[test]
+fn static_caches_are_driven_one_call_at_a_time_into_their_buffers() {
+    for (dir, past) in [("static-cache-llama", "past_key_values.0.key"), ("static-cache-with-mask", "past_0_key")] {
+        let (code, r) = check_folder(dir);
+        let f = file_report(&r, "model.onnx");
+        assert_eq!(code, 0, "{dir}: {:#}", f["findings"]);
+        assert!(findings(f, "error").is_empty());
+        // One token per call (its ids are [1, 1]), written at its absolute position.
+        assert_eq!(shape_at(f, 0, "feeds", "input_ids"), json!([1, 1]), "{dir}");
+        assert_eq!(shape_at(f, 2, "feeds", "cache_position"), json!([1]), "{dir}");
+        assert_eq!(shape_at(f, 2, "feeds", past), json!([1, 2, 32, 16]), "{dir}");
+        let present = past.replace("past_key_values", "present").replace("past_", "present_");
+        assert_eq!(shape_at(f, 2, "outputs", &present), json!([1, 2, 32, 16]), "{dir}: the buffer never grows");
+        // The reference fills every unwritten slot with noise: a mask that hides them moves nothing.
+        let p = parities(f);
+        assert!(p.len() >= 3 && p.iter().all(|&d| d <= 1e-4), "{dir}: {p:?}");
+        // Fixed batch and buffer sizes are the form, not a fault: warnings that say so.
+        let fixed: Vec<&Value> = findings(f, "warning").into_iter().filter(|x| x["code"] == "dim-static").collect();
+        assert!(!fixed.is_empty(), "{dir}");
+        assert!(fixed.iter().all(|x| x["cause"].as_str().unwrap().contains("static-cache export")), "{dir}");
+    }
+    // The mask spans the whole buffer: ones up to the token, zeros after.
+    let (_, r) = check_folder("static-cache-with-mask");
+    assert_eq!(shape_at(file_report(&r, "model.onnx"), 2, "feeds", "attention_mask"), json!([1, 32]));
+}
+
+#[test]
+fn a_static_cache_written_at_a_frozen_slot_fails_with_the_slot_it_wrote() {
+    let (code, r) = check_folder("static-cache-writes-at-zero");
+    let f = file_report(&r, "model.onnx");
+    assert_eq!(code, 2);
+    let first = &f["findings"][0];
+    assert_eq!(first["code"], "cache-write", "{:#}", f["findings"]);
+    assert_eq!(first["step"], 1);
+    let m = first["message"].as_str().unwrap();
+    assert!(m.contains("changed slot(s) 0") && m.contains("outside the slot 1"), "{m}");
+    // The logits show it too: the cache holds one token where it should hold two.
+    assert!(f["findings"].as_array().unwrap().iter().any(|x| x["code"] == "parity" && x["severity"] == "error"));
+}
+
+#[test]
+fn a_static_cache_traced_at_four_tokens_fails_at_its_first_one_token_call() {
+    let (code, r) = check_folder("static-cache-traced-at-4");
+    let f = file_report(&r, "model.onnx");
+    assert_eq!(code, 2);
+    let first = &f["findings"][0];
+    assert_eq!(first["code"], "run-failed", "{:#}", f["findings"]);
+    assert_eq!(first["step"], 1);
+    assert_eq!(first["node"], "/model/model/Reshape");
+    // Its token axis is dynamic: the prompt went in as one chunk at step 0 and ran.
+    assert_eq!(shape_at(f, 0, "feeds", "input_ids"), json!([1, 4]));
+    assert_eq!(shape_at(f, 0, "feeds", "cache_position"), json!([4]));
+}
+
+#[test]
+fn a_genai_hybrid_shares_its_buffers_and_carries_conv_states_on_its_other_layers() {
+    let (code, r) = check_folder("lfm2-genai");
+    let f = file_report(&r, "model.onnx");
+    assert_eq!(code, 0, "{:#}", f["findings"]);
+    assert!(findings(f, "error").is_empty());
+    // KV only on the attention layers genai_config.json's layer_types names, at max_length.
+    assert_eq!(shape_at(f, 1, "feeds", "past_key_values.1.key"), json!([1, 2, 128, 16]));
+    assert_eq!(shape_at(f, 1, "outputs", "present.3.value"), json!([1, 2, 128, 16]));
+    // The mask over the real length: a prompt of 4, then one token.
+    assert_eq!(shape_at(f, 1, "feeds", "attention_mask"), json!([1, 5]));
+    // The convolution states keep their fixed shape.
+    assert_eq!(shape_at(f, 1, "feeds", "past.0.conv"), json!([1, 64, 2]));
+    assert_eq!(shape_at(f, 1, "outputs", "present.2.conv"), json!([1, 64, 2]));
+    let p = parities(f);
+    assert!(p.len() >= 3 && p.iter().all(|&d| d <= 1e-4), "{p:?}");
+    // The contract genai_config.json implies has KV on layers 1 and 3 and states on 0 and 2.
+    assert!(!f["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|x| x["code"] == "input-missing" || x["code"] == "input-extra"));
+}
+
+#[test]
+fn mla_keys_and_values_are_sized_separately_from_the_config() {
+    let (code, r) = check_folder("deepseek-mla-tiny");
+    assert_eq!(r["sizes"]["key_dim"]["value"], 24);
+    assert_eq!(r["sizes"]["key_dim"]["source"], "config.json: qk_head_dim");
+    assert_eq!(r["sizes"]["value_dim"]["value"], 16);
+    let f = file_report(&r, "model.onnx");
+    assert_eq!(code, 0, "{:#}", f["findings"]);
+    assert!(f["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["code"] != "dim-value" && x["code"] != "config-mismatch"));
+    assert_eq!(shape_at(f, 1, "feeds", "past_key_values.0.key"), json!([1, 4, 4, 24]));
+    assert_eq!(shape_at(f, 1, "feeds", "past_key_values.0.value"), json!([1, 4, 4, 16]));
+}
