@@ -111,3 +111,46 @@ fn mla_keys_and_values_are_sized_separately_from_the_config() {
     assert_eq!(shape_at(f, 1, "feeds", "past_key_values.0.key"), json!([1, 4, 4, 24]));
     assert_eq!(shape_at(f, 1, "feeds", "past_key_values.0.value"), json!([1, 4, 4, 16]));
 }
+
+#[test]
+fn an_embeddings_split_layout_is_driven_through_its_embedding_model_every_call() {
+    let (code, r) = check_folder("tjs-vlm");
+    assert_eq!(code, 0, "{r:#}");
+    let roles: Vec<(&str, &str)> = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["path"].as_str().unwrap(), f["role"].as_str().unwrap()))
+        .collect();
+    assert!(roles.contains(&("onnx/embed_tokens.onnx", "embed-tokens")), "{roles:?}");
+    assert!(roles.contains(&("onnx/vision_encoder.onnx", "vision-encoder")), "{roles:?}");
+    let f = file_report(&r, "onnx/decoder_model_merged.onnx");
+    assert!(f["driven_as"].as_str().unwrap().contains("through onnx/embed_tokens.onnx every call"));
+    // The decoder's contract is the family's, fitted to embeddings and a logits count: nothing to warn about.
+    assert!(f["findings"].as_array().unwrap().is_empty(), "{:#}", f["findings"]);
+    assert_eq!(shape_at(f, 0, "feeds", "inputs_embeds"), json!([1, 4, 64]));
+    assert_eq!(shape_at(f, 2, "feeds", "inputs_embeds"), json!([1, 1, 64]));
+    assert_eq!(shape_at(f, 2, "feeds", "num_logits_to_keep"), json!([]));
+    let p = parities(f);
+    assert!(p.len() >= 3 && p.iter().all(|&d| d <= 1e-4), "{p:?}");
+    // The padded batch and the chunk go through the embedding model too.
+    assert!(!f["runtimes"][0]["batch"].as_array().unwrap().is_empty());
+    assert_eq!(f["runtimes"][0]["chunk"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn a_decoder_fed_embeddings_without_its_embedding_model_is_fed_seeded_vectors_per_token() {
+    let dir = std::env::temp_dir().join(format!("oc-noembed-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("onnx")).unwrap();
+    for f in ["config.json", "generation_config.json"] {
+        std::fs::copy(model("tjs-vlm").join(f), dir.join(f)).unwrap();
+    }
+    std::fs::copy(model("tjs-vlm/onnx/decoder_model_merged.onnx"), dir.join("onnx/decoder_model_merged.onnx")).unwrap();
+    let (code, r) = json(&["check", path_str(&dir), "--format", "json", "--no-fetch"]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 0, "{r:#}");
+    let f = file_report(&r, "onnx/decoder_model_merged.onnx");
+    assert!(f["driven_as"].as_str().unwrap().contains("seeded embeddings per token id"), "{}", f["driven_as"]);
+    let p = parities(f);
+    assert!(p.len() >= 3 && p.iter().all(|&d| d <= 1e-4), "{p:?}");
+}

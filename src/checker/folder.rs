@@ -39,11 +39,20 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
             setup.compare_encoder = folder.sibling(f, Role::Encoder).map(|x| x.file.path.clone());
         }
     }
+    // A decoder fed embeddings gets them from the folder's embedding model, every call.
+    let embeds = e.sig.inputs.iter().any(|p| p.name.contains("inputs_embeds"));
+    let embed = folder.sibling(e, Role::EmbedTokens).filter(|_| embeds);
+    setup.embed_tokens = embed.map(|x| x.file.path.clone());
+    let through = |what: String| match embed {
+        Some(x) => format!("{what}, token ids through {} every call", x.file.rel),
+        None if embeds => format!("{what}, seeded embeddings per token id (the folder has no embedding model)"),
+        None => what,
+    };
     let text = match e.role {
         Role::MergedDecoder => with_encoder("merged decoder: no-cache branch at step 0, cache branch after"),
         Role::DecoderOnly => {
             setup.window = folder.config.as_ref().and_then(|c| c.sliding_window.clone());
-            "decoder-only: prompt at step 0, one token per step after".into()
+            through("decoder-only: prompt at step 0, one token per step after".into())
         }
         Role::DecoderWithPast => match folder.sibling(e, Role::Decoder) {
             Some(d) => {
@@ -69,6 +78,17 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
         }
         Role::Encoder => {
             let why = "static only here: run to produce every decoder's encoder states".to_string();
+            setup.static_only = Some(why.clone());
+            why
+        }
+        Role::EmbedTokens => {
+            let why = "static only here: run before every call of the decoder that takes its embeddings".to_string();
+            setup.static_only = Some(why.clone());
+            why
+        }
+        Role::VisionEncoder => {
+            let why =
+                "static only: the application writes its image features over the image tokens' embeddings".to_string();
             setup.static_only = Some(why.clone());
             why
         }

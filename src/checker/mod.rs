@@ -55,6 +55,8 @@ struct Setup {
     /// user's, nor genai_config.json's): its names are conventions, and a
     /// deviation the run shows harmless is a warning.
     builtin_contract: bool,
+    /// The embedding model computing `inputs_embeds` from token ids.
+    embed_tokens: Option<PathBuf>,
     /// What the folder's configs tell the protocol inference (genai's shared buffers).
     hints: crate::plan::infer::Hints,
 }
@@ -401,6 +403,7 @@ impl Checker {
             batch: self.batch,
             seed: self.seed,
             encoder: setup.encoder.clone(),
+            embed_tokens: setup.embed_tokens.clone(),
             no_cache_model: setup.no_cache_model.clone(),
             step0_model: setup.step0_model.clone(),
             start_token: setup.start_token,
@@ -415,7 +418,7 @@ impl Checker {
             // Batched generation (left-padded prompts, or padded sources) where the batch axis is dynamic.
             batch_check: self.batch == 1
                 && sig
-                    .input(&plan.input_ids)
+                    .input(plan.inputs_embeds.as_ref().unwrap_or(&plan.input_ids))
                     .and_then(|p| p.ty.tensor_parts())
                     .and_then(|(_, d)| d.and_then(|d| d.first().cloned()))
                     .is_some_and(|d| !matches!(d, crate::model::signature::Dim::Fixed(_))),

@@ -13,7 +13,6 @@ use crate::engine::session::run;
 use crate::model::signature::ElemType;
 use crate::plan::Plan;
 use ndarray::{ArrayD, IxDyn};
-use ort::session::Session;
 
 /// One left-padded batch: each row's real tokens, padded to the longest.
 pub(crate) struct Padded {
@@ -137,11 +136,12 @@ pub(crate) fn not_run(what: &str, e: &str) -> Event {
 /// The logits of each call of `calls` (new tokens per row) on `batch`, every
 /// call onto the cache the previous ones left, starting from an empty one.
 pub(crate) fn run_calls(
-    session: &mut Session,
-    plan: &Plan,
+    ctx: &mut Ctx<'_>,
     batch: &Padded,
     calls: &[Vec<Vec<i64>>],
 ) -> Result<Vec<ArrayD<f32>>, String> {
+    let job = ctx.job;
+    let plan = &job.plan;
     let b = batch.rows.len();
     let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
         .self_past
@@ -152,7 +152,8 @@ pub(crate) fn run_calls(
     let mut out = Vec::new();
     for new in calls {
         let feeds = padded_step(plan, batch, new, past_len, &pasts, 0);
-        let o = run(session, &feeds)?;
+        let feeds = ctx.embedded(feeds)?;
+        let o = run(&mut ctx.session, &feeds)?;
         out.push(o.floats.get(&plan.logits).cloned().ok_or("no logits")?);
         for (c, slot) in plan.self_past.iter().zip(pasts.iter_mut()) {
             slot.2 = o.floats.get(&c.present).cloned().ok_or("no present")?;
@@ -165,7 +166,8 @@ pub(crate) fn run_calls(
 /// Two prompts of different lengths in one left-padded batch against each
 /// row run alone, teacher-forced on the same tokens for 3 cached steps.
 pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
-    let plan = &ctx.job.plan;
+    let job = ctx.job;
+    let plan = &job.plan;
     let long: Vec<i64> = (0..4).map(|_| ctx.rng.below(plan.vocab)).collect();
     let short: Vec<i64> = (0..2).map(|_| ctx.rng.below(plan.vocab)).collect();
     let forced: Vec<i64> = (0..3).map(|_| ctx.rng.below(plan.vocab)).collect();
@@ -175,7 +177,7 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
         let b = batch.rows.len();
         let mut calls = vec![batch.rows.clone()];
         calls.extend(forced.iter().map(|&t| vec![vec![t]; b]));
-        run_calls(&mut ctx.session, plan, &batch, &calls)
+        run_calls(ctx, &batch, &calls)
     };
     let runs = [run_batch(vec![long.clone()]), run_batch(vec![short.clone()]), run_batch(vec![long, short])];
     let [alone0, alone1, both] = match all_three(runs) {

@@ -38,7 +38,13 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
         // Step 0 of a split pair runs the no-past decoder on the prompt.
         let pair_step0 = step == 0 && has_step0;
         let cached = input.cached(plan) && !pair_step0;
-        let (feeds, session, model) = ctx.step(&input, &cache);
+        let (feeds, session, model) = match ctx.step(&input, &cache) {
+            Ok(s) => s,
+            Err(message) => {
+                let cause = Some("the folder's embedding model did not run on the token ids".to_string());
+                return emit(Event::Failure { variant: dummy, step, message, node: None, cause });
+            }
+        };
         emit(Event::Feeds { variant: dummy, step, feeds: feeds.iter().map(Feed::info).collect() });
         inject_fault(step);
 

@@ -22,8 +22,7 @@ pub(crate) const CHUNK: usize = 3;
 fn run_chunks(ctx: &mut Ctx<'_>, chunks: &[Vec<i64>]) -> Result<ArrayD<f32>, String> {
     let batch = Padded::new(vec![chunks.concat()]);
     let calls: Vec<Vec<Vec<i64>>> = chunks.iter().map(|c| vec![c.clone()]).collect();
-    let plan = &ctx.job.plan;
-    run_calls(&mut ctx.session, plan, &batch, &calls)?.pop().ok_or_else(|| "no chunk".into())
+    run_calls(ctx, &batch, &calls)?.pop().ok_or_else(|| "no chunk".into())
 }
 
 /// Feeds 3 tokens onto a cache of 4 and compares each position with the

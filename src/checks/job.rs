@@ -167,6 +167,22 @@ fn prepare<'a>(
     let no_cache = side(&opts.no_cache_model)?;
     let step0_is_no_cache = opts.step0_model.is_some() && opts.step0_model == opts.no_cache_model;
     let step0 = if step0_is_no_cache { None } else { side(&opts.step0_model)? };
+    // A decoder fed embeddings: the folder's embedding model, else seeded vectors per token id.
+    let embed = match (&plan.inputs_embeds, &opts.embed_tokens, plan.embeds_width) {
+        (None, _, _) => None,
+        (Some(_), Some(path), _) => {
+            let s = open(env, path, opts).map_err(|e| stop(Stage::Plan, format!("{}: {e}", path.display()), None))?;
+            Some(crate::engine::embed::Embedder::model(s).map_err(|m| stop(Stage::Plan, m, None))?)
+        }
+        (Some(_), None, Some(w)) => Some(crate::engine::embed::Embedder::Seeded { width: w.max(1) as usize }),
+        (Some(name), None, None) => return Err(stop(
+            Stage::Plan,
+            format!(
+                "`{name}` takes embeddings of no fixed width, and the folder has no embedding model to compute them"
+            ),
+            None,
+        )),
+    };
     let start = opts.start_token.unwrap_or(plan.vocab - 1).clamp(0, plan.vocab - 1);
     // A graph that fixes the tokens per call takes its prompt in calls of that size.
     let prompt_len = plan.tokens_per_call.unwrap_or(opts.prompt_len).max(1) as usize;
@@ -187,6 +203,7 @@ fn prepare<'a>(
         rng,
         recorded: Vec::new(),
         encoder,
+        embed,
     })
 }
 

@@ -94,7 +94,7 @@ fn decode(ctx: &mut Ctx<'_>, states: &ArrayD<f32>, mask: &[i64], forced: &[i64])
     for step in 0..=forced.len() {
         let input = StepInput { step, new_tokens: &new, encoder_states: Some(states), enc_len };
         let pair_step0 = step == 0 && has_step0;
-        let (mut feeds, session, _) = ctx.step(&input, &cache);
+        let (mut feeds, session, _) = ctx.step(&input, &cache)?;
         // The padded row's encoder mask: zeros over its padding.
         for f in feeds.iter_mut().filter(|f| Some(&f.name) == plan.encoder_attention_mask.as_ref()) {
             f.values = Values::Int(ArrayD::from_shape_vec(IxDyn(&[b, enc_len]), mask.to_vec()).expect("shape"));

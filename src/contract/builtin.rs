@@ -17,6 +17,8 @@ pub const SPECS: &[(&str, &str)] = &[
     ("qwen2-decoder", include_str!("../../specs/qwen2-decoder.yaml")),
     ("gemma-decoder", include_str!("../../specs/gemma-decoder.yaml")),
     ("decoder-only", include_str!("../../specs/decoder-only.yaml")),
+    ("embed-tokens", include_str!("../../specs/embed-tokens.yaml")),
+    ("vision-encoder", include_str!("../../specs/vision-encoder.yaml")),
 ];
 
 /// config.json `model_type` → built-in contract. Families whose optimum

@@ -49,6 +49,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) recorded: Vec<(usize, Vec<Feed>, ArrayD<f32>)>,
     /// The folder's encoder session, kept for later encoder runs (padded sources).
     pub(crate) encoder: Option<Session>,
+    /// Token ids into embeddings, for a decoder fed `inputs_embeds`.
+    pub(crate) embed: Option<crate::engine::embed::Embedder>,
 }
 
 impl Ctx<'_> {
@@ -59,8 +61,14 @@ impl Ctx<'_> {
 
     /// The feeds of one step, the session that runs them and its model file:
     /// step 0 of a split pair on the no-past decoder (the uncached feeds it
-    /// declares), every other step the driven model's cached step.
-    pub(crate) fn step(&mut self, input: &StepInput<'_>, cache: &Cache) -> (Vec<Feed>, &mut Session, PathBuf) {
+    /// declares), every other step the driven model's cached step (its token
+    /// ids embedded first when it takes embeddings). An error is the
+    /// embedding model's.
+    pub(crate) fn step(
+        &mut self,
+        input: &StepInput<'_>,
+        cache: &Cache,
+    ) -> Result<(Vec<Feed>, &mut Session, PathBuf), String> {
         let plan = &self.job.plan;
         let pair_step0 = input.step == 0 && self.has_step0();
         let side = if self.step0_is_no_cache { self.no_cache.as_mut() } else { self.step0.as_mut() };
@@ -68,10 +76,29 @@ impl Ctx<'_> {
             Some(side) => {
                 let how = Uncached::SeparateModel;
                 let all = feeds::uncached(plan, input.new_tokens, input.encoder_states, input.enc_len, how, cache);
-                (side.keep(all), &mut side.session, side.path.clone())
+                Ok((side.keep(all), &mut side.session, side.path.clone()))
             }
-            None => (feeds::cached_step(plan, input, cache), &mut self.session, self.job.model.clone()),
+            None => {
+                let feeds = embedded(&mut self.embed, plan, feeds::cached_step(plan, input, cache))?;
+                Ok((feeds, &mut self.session, self.job.model.clone()))
+            }
         }
+    }
+
+    /// `feeds` as the driven model takes them (token ids embedded when it takes embeddings).
+    pub(crate) fn embedded(&mut self, feeds: Vec<Feed>) -> Result<Vec<Feed>, String> {
+        embedded(&mut self.embed, &self.job.plan, feeds)
+    }
+}
+
+fn embedded(
+    embed: &mut Option<crate::engine::embed::Embedder>,
+    plan: &crate::plan::Plan,
+    feeds: Vec<Feed>,
+) -> Result<Vec<Feed>, String> {
+    match embed {
+        Some(e) => e.embed(plan, feeds),
+        None => Ok(feeds),
     }
 }
 

@@ -98,12 +98,14 @@ pub(crate) fn recompute(
             let input = feeds::StepInput { step: 1, new_tokens: &new, encoder_states: states, enc_len: ctx.enc_len };
             let mut feeds = feeds::cached_step(plan, &input, cache);
             feeds::noise_unwritten(plan, &mut feeds, cache.past_len.max(0) as usize);
+            let feeds = ctx.embedded(feeds)?;
             run(&mut ctx.session, &feeds)?
         }
         None => {
             let mut feeds = feeds::uncached(plan, tokens, states, ctx.enc_len, Uncached::SameModel { dummy }, cache);
             // Fixed buffers: the whole prefix from fresh buffers, their slots noise until written.
             feeds::noise_unwritten(plan, &mut feeds, 0);
+            let feeds = ctx.embedded(feeds)?;
             run(&mut ctx.session, &feeds)?
         }
     };

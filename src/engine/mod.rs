@@ -21,6 +21,8 @@ pub(crate) mod context;
 #[cfg(feature = "runtime")]
 pub(crate) mod driver;
 #[cfg(feature = "runtime")]
+pub(crate) mod embed;
+#[cfg(feature = "runtime")]
 pub(crate) mod encoder;
 #[cfg(feature = "runtime")]
 pub(crate) mod feeds;

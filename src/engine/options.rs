@@ -23,6 +23,10 @@ pub struct Options {
     pub start_token: Option<i64>,
     /// Produce encoder_hidden_states with this encoder instead of random values.
     pub encoder: Option<PathBuf>,
+    /// The embedding model turning token ids into the decoder's
+    /// `inputs_embeds`, run before every call (transformers.js' embed_tokens.onnx).
+    #[serde(default)]
+    pub embed_tokens: Option<PathBuf>,
     /// Recompute uncached logits with this model (e.g. decoder_model.onnx)
     /// instead of the merged decoder's no-cache branch.
     pub no_cache_model: Option<PathBuf>,
@@ -109,6 +113,7 @@ impl Default for Options {
             prompt_len: 4,
             start_token: None,
             encoder: None,
+            embed_tokens: None,
             no_cache_model: None,
             step0_model: None,
             threads: 0,

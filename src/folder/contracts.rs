@@ -55,8 +55,11 @@ pub fn for_role(role: Role, family: &str, sizes: &BTreeMap<String, Size>) -> Opt
     if role == Role::Encoder {
         return Some(encoder_contract(family.split('-').next().unwrap_or(family), sizes));
     }
-    if role == Role::Unknown {
-        return None;
+    match role {
+        Role::Unknown => return None,
+        Role::EmbedTokens => return Some(sized("embed-tokens", sizes)),
+        Role::VisionEncoder => return Some(sized("vision-encoder", sizes)),
+        _ => {}
     }
     Some(sized(family, sizes).map(|mut c| {
         adapt(&mut c, role);
@@ -142,6 +145,41 @@ pub fn keep_layers(c: &mut Contract, layers: &[i64]) {
     let keep = |name: &str| !cache(name) || layer(name).is_none_or(|l| layers.contains(&l));
     c.inputs.retain(|r| keep(&r.name));
     c.outputs.retain(|r| keep(&r.name));
+}
+
+/// A family contract fitted to the protocol the inference reads from the
+/// graph where that protocol is another form of the same call: a decoder fed
+/// embeddings (`inputs_embeds` where the family says `input_ids`, the ids
+/// going through the folder's embedding model) and a scalar count of
+/// trailing positions to keep logits for (then logits hold that many).
+pub fn fit_protocol(c: &mut Contract, sig: &Signature) {
+    use crate::model::signature::ElemType;
+    use crate::plan::roles::InputRole;
+    let inferred = crate::plan::infer::infer(sig, &crate::plan::infer::Hints::default());
+    let embeds = inferred.input(InputRole::InputsEmbeds).filter(|_| sig.input("input_ids").is_none());
+    if let (Some(e), Some(rule)) = (embeds, c.inputs.iter_mut().find(|r| r.name == "input_ids")) {
+        rule.name = e.name.clone();
+        rule.template = e.name.clone();
+        rule.dtypes = vec![ElemType::F32, ElemType::F16, ElemType::BF16];
+        if let Some(shape) = rule.shape.as_mut() {
+            shape.push(DimRule::Any);
+        }
+    }
+    if let Some(keep) = inferred.input(InputRole::LogitsToKeep) {
+        if let Some(model) = c.inputs.first().cloned() {
+            c.inputs.push(crate::contract::TensorRule {
+                name: keep.name.clone(),
+                template: keep.name.clone(),
+                dtypes: vec![ElemType::I64, ElemType::I32],
+                shape: Some(Vec::new()),
+                optional: true,
+                ..model
+            });
+        }
+        if let Some(l) = inferred.logits.as_ref() {
+            relax_axis(c, &l.0, 1);
+        }
+    }
 }
 
 /// Multi-head latent attention: the keys' last axis is `key_dim`, the

@@ -151,6 +151,9 @@ impl Layout {
                     contracts::split_head_dims(&mut c, k.value, v.value);
                 }
                 contracts::rename_cache(&mut c, &e.sig);
+                if self.genai_for(e).is_none() {
+                    contracts::fit_protocol(&mut c, &e.sig);
+                }
                 c
             })
         })

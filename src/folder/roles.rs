@@ -22,6 +22,12 @@ pub enum Role {
     DecoderOnly,
     /// A decoder-only model without any cache (every step re-feeds the prefix).
     DecoderOnlyNoCache,
+    /// The embedding model of an embeddings-split export: token ids in,
+    /// the decoder's `inputs_embeds` out, run before every decoder call.
+    EmbedTokens,
+    /// An image encoder: pixels in, image features out (merged into the
+    /// embeddings by the application).
+    VisionEncoder,
     /// None of the above.
     Unknown,
 }
@@ -36,6 +42,8 @@ impl Role {
             Role::MergedDecoder => "merged-decoder",
             Role::DecoderOnly => "decoder-only",
             Role::DecoderOnlyNoCache => "decoder-only-no-cache",
+            Role::EmbedTokens => "embed-tokens",
+            Role::VisionEncoder => "vision-encoder",
             Role::Unknown => "unknown",
         }
     }
@@ -70,6 +78,24 @@ pub fn role_of(sig: &Signature) -> Role {
     let encoder_side = sig.input("encoder_hidden_states").is_some() || past.iter().any(|n| is_cross_name(n));
     let hidden_out =
         sig.outputs.iter().any(|p| matches!(p.ty.tensor_parts(), Some((e, Some(d))) if e.is_float() && d.len() == 3));
+    // Companions of an embeddings-split decoder, by what goes in and comes out.
+    let one_float_out = sig.outputs.len() == 1 && hidden_out;
+    let pixels = inferred.inputs.iter().any(|p| p.role == InputRole::PixelValues);
+    if !logits && past.is_empty() && pixels && hidden_out {
+        return Role::VisionEncoder;
+    }
+    let ids_only = sig.inputs.len() == 1
+        && matches!(sig.inputs[0].ty.tensor_parts(), Some((e, Some(d))) if matches!(e, ElemType::I64 | ElemType::I32) && d.len() == 2);
+    // An embedding lookup: its output is named so, or it is a Gather on a table and little else.
+    let lookup = sig.outputs.iter().any(|p| p.name.contains("embeds"))
+        || (sig.op_types.contains("Gather")
+            && sig
+                .op_types
+                .iter()
+                .all(|op| ["Gather", "Mul", "Cast", "Constant", "Identity", "Sqrt"].contains(&op.as_str())));
+    if !logits && past.is_empty() && ids_only && one_float_out && lookup {
+        return Role::EmbedTokens;
+    }
     match (logits, past.is_empty(), flag, encoder_side) {
         (true, false, true, _) => Role::MergedDecoder,
         (true, false, false, true) => Role::DecoderWithPast,
@@ -106,6 +132,9 @@ mod tests {
         // encoder_hidden_states input makes it a seq2seq decoder with past.
         assert_eq!(role("marian-15-inputs/decoder_model_merged.onnx"), Role::DecoderWithPast);
         assert_eq!(role("marian-pair-baked-past/decoder_with_past_model.onnx"), Role::DecoderWithPast);
+        assert_eq!(role("tjs-vlm/onnx/embed_tokens.onnx"), Role::EmbedTokens);
+        assert_eq!(role("tjs-vlm/onnx/vision_encoder.onnx"), Role::VisionEncoder);
+        assert_eq!(role("tjs-vlm/onnx/decoder_model_merged.onnx"), Role::DecoderOnly);
         let toy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/odd_types.onnx");
         assert_eq!(role_of(&crate::model::reader::read_signature(&toy).unwrap()), Role::Unknown);
     }

@@ -111,6 +111,14 @@ pub struct Plan {
     /// A scalar count of trailing positions to get logits for: fed 0 (every position).
     #[serde(default)]
     pub logits_to_keep: Option<String>,
+    /// The decoder takes embeddings here instead of token ids: the driver
+    /// feeds token ids as `input_ids` and the engine turns them into this
+    /// input (through the folder's embedding model) just before each run.
+    #[serde(default)]
+    pub inputs_embeds: Option<String>,
+    /// The embeddings' width, when fixed.
+    #[serde(default)]
+    pub embeds_width: Option<i64>,
     /// Tokens per call when the graph fixes it (a static export traced at
     /// one token takes exactly one, the prompt included).
     #[serde(default)]
@@ -199,8 +207,19 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
         .clone()
         .or_else(|| (!has("input_ids")).then(|| inferred_name(InputRole::TokenIds)).flatten())
         .unwrap_or_else(|| "input_ids".into());
+    // Embeddings in place of ids (an embeddings-split export): ids are fed
+    // under `input_ids` and embedded by the engine before every run.
+    let inputs_embeds = match sig.input(&input_ids) {
+        Some(_) => None,
+        None => inferred_name(InputRole::InputsEmbeds),
+    };
+    let embeds_width = inputs_embeds.as_ref().and_then(|n| match sig.input(n)?.ty.tensor_parts()?.1?.last()? {
+        Dim::Fixed(v) => Some(*v),
+        _ => None,
+    });
     let input_ids_dtype = match sig.input(&input_ids).and_then(|p| p.ty.tensor_parts()) {
         Some((e, _)) => e,
+        None if inputs_embeds.is_some() => ElemType::I64,
         None => return Err(format!("the model has no `{input_ids}` input to feed tokens to")),
     };
     let logits = cache
@@ -373,7 +392,7 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
         },
         _ => None,
     };
-    let ids = Some(input_ids.clone());
+    let ids = Some(inputs_embeds.clone().unwrap_or_else(|| input_ids.clone()));
     let known: Vec<&str> = [
         &ids,
         &branch_flag,
@@ -431,5 +450,7 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
         cache_position,
         logits_to_keep,
         tokens_per_call,
+        inputs_embeds,
+        embeds_width,
     })
 }
