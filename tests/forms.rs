@@ -154,3 +154,43 @@ fn a_decoder_fed_embeddings_without_its_embedding_model_is_fed_seeded_vectors_pe
     let p = parities(f);
     assert!(p.len() >= 3 && p.iter().all(|&d| d <= 1e-4), "{p:?}");
 }
+
+#[test]
+fn genai_whisper_takes_its_cross_cache_from_the_encoder_and_int32_ids() {
+    let (code, r) = check_folder("whisper-genai-nonzero-bias");
+    assert_eq!(code, 0, "{r:#}");
+    let f = file_report(&r, "decoder.onnx");
+    assert!(f["driven_as"].as_str().unwrap().contains("the cross past the encoder computes"), "{}", f["driven_as"]);
+    assert!(f["findings"].as_array().unwrap().is_empty(), "{:#}", f["findings"]);
+    let ids = f["runtimes"][0]["steps"][1]["feeds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "input_ids")
+        .unwrap()
+        .clone();
+    assert_eq!(ids["dtype"], "int32");
+    // Whisper's encoder length is fixed at 1500 frames in genai's export.
+    assert_eq!(shape_at(f, 1, "feeds", "past_key_cross_0"), json!([1, 4, 1500, 16]));
+    let p = parities(f);
+    assert!(p.len() >= 3 && p.iter().all(|&d| d <= 1e-4), "{p:?}");
+    // The encoder's contract is genai's: its states are `hidden_states`, and it computes the cross caches.
+    let e = file_report(&r, "encoder.onnx");
+    assert!(e["findings"].as_array().unwrap().is_empty(), "{:#}", e["findings"]);
+}
+
+#[test]
+fn an_encoder_that_crashes_onnx_runtime_is_that_files_finding_and_the_decoder_is_still_checked() {
+    let (code, r) = check_folder("whisper-genai");
+    assert_eq!(code, 2);
+    let e = file_report(&r, "encoder.onnx");
+    assert_eq!(e["verdict"], "fail");
+    let crash = &e["findings"][0];
+    assert_eq!(crash["code"], "crash");
+    let m = crash["message"].as_str().unwrap();
+    assert!(m.contains("SIGSEGV") && m.contains("audio_features [1, 80, 3000]"), "{m}");
+    // The decoder is driven again on seeded encoder states, and its own verdict stands.
+    let d = file_report(&r, "decoder.onnx");
+    assert!(d["driven_as"].as_str().unwrap().contains("driven again on seeded encoder states"));
+    assert_eq!(d["verdict"], "pass", "{:#}", d["findings"]);
+}

@@ -63,6 +63,15 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
                     d.file.rel
                 ))
             }
+            // onnxruntime-genai's Whisper: the encoder computes the cross caches itself.
+            None if encoder.is_some_and(|enc| {
+                let cross = || e.sig.inputs.iter().filter(|p| crate::model::names::is_cross_name(&p.name));
+                cross().next().is_some()
+                    && cross().all(|p| enc.sig.output(&p.name.replacen("past", "present", 1)).is_some())
+            }) =>
+            {
+                with_encoder("with-past decoder alone: empty self past, the cross past the encoder computes")
+            }
             None => with_encoder(
                 "with-past decoder alone: empty self past, seeded cross past (the folder has no no-past decoder)",
             ),
@@ -106,6 +115,7 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
         driven_as = format!("static check only (a run would drive it as: {driven_as})");
     }
     let shown = e.file.rel.clone();
+    let mut encoder_crash = None;
     let report = match folder.contract_for(e) {
         None => {
             let f = Finding::new(
@@ -119,10 +129,28 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
             let contract = contract?;
             let pre = folder.mismatches(e);
             let setup = Setup { builtin_contract: folder.genai_for(e).is_none(), ..setup };
-            checker.check_file(&e.file.path, &shown, &e.sig, &contract, &setup, pre)?
+            let report = checker.check_file(&e.file.path, &shown, &e.sig, &contract, &setup, pre.clone())?;
+            // The encoder brought ONNX Runtime down: that is the encoder's finding,
+            // and this decoder is still checked, on seeded encoder states.
+            let crash = report.runtimes.iter().find_map(|r| {
+                let model = r.crashed_in.clone()?;
+                Some((model, r.findings.iter().find(|f| f.code == Code::Crash)?.clone()))
+            });
+            match crash {
+                Some((model, finding)) => {
+                    let enc = folder.entries.iter().find(|x| x.file.path.display().to_string() == model);
+                    encoder_crash = enc.map(|x| (x.file.rel.clone(), finding));
+                    driven_as = format!(
+                        "{driven_as}; the encoder crashed ONNX Runtime, so driven again on seeded encoder states"
+                    );
+                    let setup = Setup { encoder: None, ..setup };
+                    checker.check_file(&e.file.path, &shown, &e.sig, &contract, &setup, pre)?
+                }
+                None => report,
+            }
         }
     };
-    Ok(FileReport { path: shown, role: e.role, variant: e.file.variant.clone(), driven_as, report })
+    Ok(FileReport { path: shown, role: e.role, variant: e.file.variant.clone(), driven_as, report, encoder_crash })
 }
 
 /// Every file's check, in file order. Each runtime job is its own child
@@ -159,9 +187,34 @@ fn check_entries(checker: &Checker, folder: &Folder) -> Result<Vec<FileReport>, 
         .collect()
 }
 
+/// A decoder's run that died inside the folder's encoder (producing its
+/// states) is the encoder's crash: a finding on the encoder's file too, so
+/// the table names the file that brought ONNX Runtime down.
+fn blame_encoder_crashes(files: &mut [FileReport]) {
+    let mut blamed: Vec<(String, Finding)> = Vec::new();
+    for f in files.iter() {
+        let Some((enc, what)) = &f.encoder_crash else { continue };
+        let mut finding = Finding::error(
+            Code::Crash,
+            format!("ONNX Runtime died running this encoder to produce {}'s encoder states: {}", f.path, what.message),
+        );
+        finding.cause = what.cause.clone();
+        blamed.push((enc.clone(), finding));
+    }
+    for (rel, finding) in blamed {
+        if let Some(f) = files.iter_mut().find(|f| f.path == rel) {
+            if !f.report.findings.iter().any(|x| x.code == Code::Crash) {
+                f.report.findings.insert(0, finding);
+                f.report.verdict = crate::checker::report::Verdict::of(&f.report.findings);
+            }
+        }
+    }
+}
+
 pub(super) fn run_folder(checker: &Checker, dir: &Path) -> Result<FolderReport, Error> {
     let folder = Folder::read(dir, None, checker.family.as_deref())?;
-    let files = check_entries(checker, &folder)?;
+    let mut files = check_entries(checker, &folder)?;
+    blame_encoder_crashes(&mut files);
     let members: Vec<consistency::Member<'_>> = folder
         .entries
         .iter()

@@ -177,6 +177,11 @@ pub struct FileReport {
     /// The file's own report (verdict, findings, runtime, signature).
     #[serde(flatten)]
     pub report: Report,
+    /// The folder encoder whose run brought ONNX Runtime down while
+    /// producing this decoder's states, and that finding: the encoder's crash.
+    #[serde(skip)]
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub(crate) encoder_crash: Option<(String, Finding)>,
 }
 
 /// Everything a check of an export folder found.

@@ -24,7 +24,12 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
     let states = ctx.encoder_states.clone();
     if !has_step0 && plan.branch_flag.is_none() && !plan.cross_past.is_empty() {
         // A with-past decoder driven alone: no step 0 gives it a cross past.
-        cache.seed_cross(plan, ctx.enc_len, &mut ctx.rng);
+        // The encoder's own cross caches when it computes them (genai Whisper), else seeded.
+        if ctx.encoder_cross.len() == plan.cross_past.len() {
+            cache.cross_past = ctx.encoder_cross.clone();
+        } else {
+            cache.seed_cross(plan, ctx.enc_len, &mut ctx.rng);
+        }
     }
     let mut tokens = ctx.prompt.clone();
     let mut new_tokens = ctx.prompt.clone();

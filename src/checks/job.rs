@@ -134,13 +134,14 @@ fn prepare<'a>(
     // Encoder states: from the real encoder when given, else seeded noise.
     // A with-past decoder takes none itself, but its pair's step 0 does.
     let mut encoder = None;
+    let mut encoder_cross = Vec::new();
     let encoder_states = match (&plan.encoder_hidden_states, &opts.encoder) {
         (_, Some(path)) => {
             let mut s =
                 open(env, path, opts).map_err(|e| stop(Stage::Encoder, format!("{}: {e}", path.display()), None))?;
-            let states = crate::engine::encoder::states_on(&mut s, path, plan, opts, &mut rng)
-                .map(|(_, states)| states)
+            let (_, states, cross) = crate::engine::encoder::states_on(&mut s, path, plan, opts, &mut rng, emit)
                 .map_err(|m| stop(Stage::Encoder, m, None))?;
+            encoder_cross = cross;
             encoder = Some(s);
             enc_len = states.shape().get(1).copied().unwrap_or(enc_len);
             Some(states)
@@ -175,13 +176,15 @@ fn prepare<'a>(
             Some(crate::engine::embed::Embedder::model(s).map_err(|m| stop(Stage::Plan, m, None))?)
         }
         (Some(_), None, Some(w)) => Some(crate::engine::embed::Embedder::Seeded { width: w.max(1) as usize }),
-        (Some(name), None, None) => return Err(stop(
-            Stage::Plan,
-            format!(
+        (Some(name), None, None) => {
+            return Err(stop(
+                Stage::Plan,
+                format!(
                 "`{name}` takes embeddings of no fixed width, and the folder has no embedding model to compute them"
             ),
-            None,
-        )),
+                None,
+            ))
+        }
     };
     let start = opts.start_token.unwrap_or(plan.vocab - 1).clamp(0, plan.vocab - 1);
     // A graph that fixes the tokens per call takes its prompt in calls of that size.
@@ -204,6 +207,7 @@ fn prepare<'a>(
         recorded: Vec::new(),
         encoder,
         embed,
+        encoder_cross,
     })
 }
 

@@ -49,6 +49,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) recorded: Vec<(usize, Vec<Feed>, ArrayD<f32>)>,
     /// The folder's encoder session, kept for later encoder runs (padded sources).
     pub(crate) encoder: Option<Session>,
+    /// The cross-attention caches the encoder computed itself, in the plan's
+    /// cross-past order (empty when it computes none).
+    pub(crate) encoder_cross: Vec<ArrayD<f32>>,
     /// Token ids into embeddings, for a decoder fed `inputs_embeds`.
     pub(crate) embed: Option<crate::engine::embed::Embedder>,
 }

@@ -24,8 +24,14 @@ pub(crate) fn states(
     rng: &mut Rng,
 ) -> Result<(Vec<Feed>, ArrayD<f32>), String> {
     let mut s = open(env, path, opts).map_err(|e| format!("{}: {e}", path.display()))?;
-    states_on(&mut s, path, plan, opts, rng)
+    states_on(&mut s, path, plan, opts, rng, &mut |_| {}).map(|(feeds, states, _)| (feeds, states))
 }
+
+/// What an encoder gave: the feeds, its states, and the decoder's
+/// cross-attention caches when the encoder computes them itself
+/// (onnxruntime-genai's Whisper: `present_key_cross_N` for `past_key_cross_N`),
+/// in the plan's cross-past order; empty when it does not give every one.
+pub(crate) type Encoded = (Vec<Feed>, ArrayD<f32>, Vec<ArrayD<f32>>);
 
 /// One second at 16 kHz: what speech encoders take when their graph does not say.
 const ONE_SECOND: usize = 16_000;
@@ -65,7 +71,8 @@ pub(crate) fn states_on(
     plan: &Plan,
     opts: &Options,
     rng: &mut Rng,
-) -> Result<(Vec<Feed>, ArrayD<f32>), String> {
+    emit: &mut dyn FnMut(crate::engine::events::Event),
+) -> Result<Encoded, String> {
     let b = opts.batch.max(1) as usize;
     let len = opts.encoder_len.max(1) as usize;
     let mut feeds = Vec::new();
@@ -117,10 +124,15 @@ pub(crate) fn states_on(
         let elem = if elem == ElemType::Undefined { ElemType::I64 } else { elem };
         feeds.push(Feed { name, elem, values });
     }
+    // Said first: if ONNX Runtime dies in the encoder, the crash is the encoder's.
+    let model = path.display().to_string();
+    emit(crate::engine::events::Event::Encoding { model, feeds: feeds.iter().map(Feed::info).collect() });
     let out = run(s, &feeds)?;
+    emit(crate::engine::events::Event::Encoded);
     let states =
         out.infos.iter().find_map(|i| out.floats.get(&i.name).filter(|a| a.ndim() == 3).cloned()).ok_or_else(|| {
             format!("{}: the encoder returned no [batch, length, hidden] float tensor", path.display())
         })?;
-    Ok((feeds, states))
+    let cross: Option<Vec<ArrayD<f32>>> = plan.cross_past.iter().map(|c| out.floats.get(&c.present).cloned()).collect();
+    Ok((feeds, states, cross.unwrap_or_default()))
 }

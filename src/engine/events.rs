@@ -134,6 +134,16 @@ pub enum Event {
         /// How long it took.
         seconds: f64,
     },
+    /// Sent before the folder's encoder runs (to produce the decoder's
+    /// states): if the process dies before the next event, it died in there.
+    Encoding {
+        /// The encoder model.
+        model: String,
+        /// Every feed's dtype and shape.
+        feeds: Vec<TensorInfo>,
+    },
+    /// Ended an `Encoding`: the encoder ran.
+    Encoded,
     /// Sent before each run: if the process dies, these were the feeds.
     Feeds {
         /// The step-0 past length of this run.

@@ -117,7 +117,9 @@ impl Cache {
     /// in, the same in the cached and the uncached run (so parity stays fair).
     pub(crate) fn seed_cross(&mut self, plan: &Plan, enc_len: usize, rng: &mut Rng) {
         for (c, slot) in plan.cross_past.iter().zip(self.cross_past.iter_mut()) {
-            let mut a = zeros(&c.shape, plan.seq_axis, enc_len as i64);
+            // A cross past of a fixed encoder length keeps it.
+            let len = c.shape.get(plan.seq_axis).copied().filter(|&n| n > 0).unwrap_or(enc_len as i64);
+            let mut a = zeros(&c.shape, plan.seq_axis, len);
             a.mapv_inplace(|_| rng.normal());
             *slot = a;
         }

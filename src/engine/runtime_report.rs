@@ -91,6 +91,13 @@ pub struct RuntimeReport {
     /// Set when the child process died or hung.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crash: Option<String>,
+    /// The encoder the child was running when it died, if it died in one
+    /// (the crash is that file's, not the decoder's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crashed_in: Option<String>,
+    /// The encoder running now, and its feeds (until it finishes).
+    #[serde(skip)]
+    encoding: Option<(String, Vec<TensorInfo>)>,
     /// Re-run recorded calls: `(call, error)` for each one run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replayed: Vec<(usize, Option<String>, Option<FailedNode>)>,
@@ -130,6 +137,8 @@ impl RuntimeReport {
             levels: None,
             steps: Vec::new(),
             crash: None,
+            crashed_in: None,
+            encoding: None,
             generated: None,
             replayed: Vec::new(),
             findings: Vec::new(),
@@ -149,6 +158,8 @@ impl RuntimeReport {
                 self.ort_path = path;
             }
             Event::Session { seconds, .. } => self.session_seconds = Some(seconds),
+            Event::Encoding { model, feeds } => self.encoding = Some((model, feeds)),
+            Event::Encoded => self.encoding = None,
             Event::Feeds { variant, step, feeds } => self.steps.push(StepRow {
                 step0_past_len: variant,
                 step,
@@ -283,8 +294,13 @@ impl RuntimeReport {
         };
         let last = self.steps.last().filter(|r| r.seconds.is_none() && r.error.is_none()).cloned();
         let mut text = format!("the process running ONNX Runtime {how}");
-        let mut f = match &last {
-            Some(row) => {
+        let mut f = match (&last, &self.encoding) {
+            (None, Some((model, feeds))) => {
+                text.push_str(&format!(" while running the encoder {model}, fed {}", describe_feeds(feeds)));
+                self.crashed_in = Some(model.clone());
+                Finding::error(Code::Crash, text)
+            }
+            (Some(row), _) => {
                 text.push_str(&format!(
                     " at step {} (step-0 past length {}), fed {}",
                     row.step,
@@ -293,7 +309,7 @@ impl RuntimeReport {
                 ));
                 Finding::error(Code::Crash, text).at_step(row.step, row.step0_past_len)
             }
-            None => Finding::error(Code::Crash, text),
+            (None, None) => Finding::error(Code::Crash, text),
         };
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
         // A panic of our own driver is a bug of this tool: say where, not the backtrace hint.

@@ -42,7 +42,8 @@ fn encoder_contract(family: &str, sizes: &BTreeMap<String, Size>) -> Result<Cont
          input_ids: {{dtype: int64|int32, shape: [batch, encoder_seq], optional: true}}\n  \
          attention_mask: {{dtype: int64|int32, shape: [batch, encoder_seq], optional: true}}\n  \
          input_features: {{dtype: float32|float16|bfloat16, shape: [batch, any, any], optional: true}}\n  \
-         input_values: {{dtype: float32|float16|bfloat16, shape: [batch, any], optional: true}}\n\
+         input_values: {{dtype: float32|float16|bfloat16, shape: [batch, any], optional: true}}\n  \
+         audio_features: {{dtype: float32|float16|bfloat16, shape: [batch, any, any], optional: true}}\n\
          outputs:\n  last_hidden_state: {{dtype: float32|float16|bfloat16, shape: [batch, any, {width}]}}\n",
         hidden.unwrap_or(1)
     );

@@ -27,6 +27,9 @@ pub struct GenaiConfig {
     /// `search.past_present_share_buffer`: pasts and presents are one
     /// buffer of `max_length`, written in place.
     pub share_buffer: Option<bool>,
+    /// `model.encoder.outputs`: our role → the encoder's output name
+    /// (`encoder_hidden_states` → `hidden_states`).
+    pub encoder_outputs: BTreeMap<String, String>,
     /// `search.max_length`: the length of those shared buffers.
     pub max_length: Option<i64>,
 }
@@ -94,6 +97,7 @@ impl GenaiConfig {
             },
             inputs: strings(at(v, "model.decoder.inputs")),
             outputs: strings(at(v, "model.decoder.outputs")),
+            encoder_outputs: strings(at(v, "model.encoder.outputs")),
             share_buffer: at(v, "search.past_present_share_buffer").and_then(Value::as_bool),
             max_length: at(v, "search.max_length").and_then(Value::as_i64).filter(|&n| n > 0 && n <= 1 << 20),
         })

@@ -151,6 +151,32 @@ impl Layout {
                     contracts::split_head_dims(&mut c, k.value, v.value);
                 }
                 contracts::rename_cache(&mut c, &e.sig);
+                // genai's encoder names its states itself (Whisper's `hidden_states`).
+                let states = self.genai.as_ref().and_then(|g| g.encoder_outputs.get("encoder_hidden_states"));
+                if let (Role::Encoder, Some(name)) = (e.role, states) {
+                    for r in c.outputs.iter_mut().filter(|r| r.name == "last_hidden_state") {
+                        r.name = name.clone();
+                        r.template = name.clone();
+                    }
+                    // ...and computes the decoder's cross-attention caches (`present_key_cross_%d`).
+                    let layers = self.sizes.get("layers").map_or(0, |s| s.value);
+                    let templates = self.genai.iter().flat_map(|g| &g.encoder_outputs);
+                    let cross: Vec<&String> =
+                        templates.filter(|(k, _)| k.starts_with("cross_present")).map(|(_, v)| v).collect();
+                    if let Some(model) = c.outputs.first().cloned() {
+                        for t in cross {
+                            for i in 0..layers {
+                                let n = t.replace("%d", &i.to_string());
+                                c.outputs.push(crate::contract::TensorRule {
+                                    name: n.clone(),
+                                    template: t.clone(),
+                                    shape: None,
+                                    ..model.clone()
+                                });
+                            }
+                        }
+                    }
+                }
                 if self.genai_for(e).is_none() {
                     contracts::fit_protocol(&mut c, &e.sig);
                 }

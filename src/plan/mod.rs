@@ -239,11 +239,15 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
     .ok_or("the vocabulary size is neither a fixed last axis of logits nor a `vocab` parameter")?;
 
     let encoder_hidden_states = pick(&cache.encoder_hidden_states, "encoder_hidden_states");
-    let family = if encoder_hidden_states.is_some() || sig.inputs.iter().any(|p| p.name.contains(".encoder.")) {
-        Family::Seq2Seq
-    } else {
-        Family::DecoderOnly
-    };
+    // Cross-attention pasts make it a seq2seq decoder, encoder states or not
+    // (onnxruntime-genai's Whisper takes its cross cache from the encoder).
+    let crossed = inferred.all(InputRole::CrossPast).next().is_some();
+    let family =
+        if encoder_hidden_states.is_some() || crossed || sig.inputs.iter().any(|p| p.name.contains(".encoder.")) {
+            Family::Seq2Seq
+        } else {
+            Family::DecoderOnly
+        };
     let branch_flag = pick(&cache.branch_flag, "use_cache_branch");
 
     let expand = |templates: &[String]| -> Vec<String> {
@@ -316,6 +320,10 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
         let (present, matched_by) = match present_for(sig, past, prefix, &taken).or_else(by_graph) {
             Some(m) => m,
             // A cross past without its own present is taken from step 0's outputs.
+            // (onnxruntime-genai's `past_key_cross_N` comes from the encoder's `present_key_cross_N`.)
+            None if cross && !past.starts_with("past_key_values") && past.starts_with("past") => {
+                (past.replacen("past", "present", 1), "name (the encoder's output of that name)".into())
+            }
             None if cross => {
                 (past.replacen("past_key_values", "present", 1), "name (taken from step 0's outputs)".into())
             }
@@ -338,6 +346,9 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
                 batch
             } else if let (true, Some(b)) = (axis == seq_axis, in_buffer) {
                 b.len
+            } else if let (true, true, Dim::Fixed(v)) = (axis == seq_axis, cross, d) {
+                // A cross past of a fixed encoder length (genai Whisper's 1500 frames).
+                *v
             } else if axis == seq_axis && !fixed {
                 0
             } else {
