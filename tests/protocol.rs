@@ -29,6 +29,17 @@ const CASES: &[(&str, &str, &str, f64)] = &[
     ("gpt-bigcode-tiny", "decoder-only", "3,14,15,92", 1e-4),
     ("bloom-tiny", "decoder-only", "3,14,15,92", 1e-4),
     ("gemma3-tiny", "decoder-only", "3,14,15,92", 1e-4),
+    // Cache forms of their own: a static cache (one token per call into fixed
+    // buffers at cache_position, with and without a mask over the buffer), a
+    // genai hybrid (shared max_length buffers, conv states), embeddings through
+    // embed_tokens.onnx, raw audio samples, multi-head latent attention.
+    ("static-cache-llama", "decoder-only", "1,307,42,118", 1e-4),
+    ("static-cache-with-mask", "decoder-only", "1,307,42,118", 1e-4),
+    ("lfm2-genai", "decoder-only", "3,14,15,92", 1e-4),
+    ("tjs-vlm", "decoder-only", "1,5,17,42,100,250", 1e-4),
+    ("moonshine-tiny", "merged-decoder", "SAMPLES", 1e-4),
+    ("moonshine-tiny", "split-pair", "SAMPLES", 1e-4),
+    ("deepseek-mla-tiny", "decoder-only", "3,14,15,92", 1e-4),
 ];
 
 fn features(dir: &std::path::Path) -> String {
@@ -39,9 +50,21 @@ fn features(dir: &std::path::Path) -> String {
     path.display().to_string()
 }
 
+/// One second of seeded 16 kHz samples (a raw-audio encoder's input).
+fn samples(dir: &std::path::Path) -> String {
+    let path = dir.join("samples.npy");
+    let code = "import numpy as np, sys; np.save(sys.argv[1], (0.1 * np.random.default_rng(0).standard_normal(16000)).astype(np.float32))";
+    let ok = Command::new("python3").args(["-c", code, path_str(&path)]).status().unwrap().success();
+    assert!(ok, "numpy writes the samples");
+    path.display().to_string()
+}
+
 fn input_args(input: &str, features: &str) -> Vec<String> {
     if input == "FEATURES" {
         vec!["--features".into(), features.into()]
+    } else if input == "SAMPLES" {
+        let dir = std::path::Path::new(features).parent().unwrap();
+        vec!["--features".into(), samples(dir)]
     } else {
         vec!["--ids".into(), input.into()]
     }

@@ -56,7 +56,11 @@ pub(crate) fn generate(
     let mut tokens = ctx.prompt.clone();
     let (mut ids, mut top5) = (Vec::new(), Vec::new());
     for _ in 0..r.max_new_tokens {
-        let logits = recompute(ctx, &tokens, 0, &empty)?;
+        // A fixed-shape export takes no whole prefix: the prefix again, call by call, from fresh buffers.
+        let logits = match ctx.job.plan.tokens_per_call {
+            Some(k) => prefix_by_calls(ctx, &tokens, k.max(1) as usize)?,
+            None => recompute(ctx, &tokens, 0, &empty)?,
+        };
         let last = logits.index_axis(ndarray::Axis(0), 0);
         let row = last.index_axis(ndarray::Axis(0), last.shape()[0] - 1);
         let mut order: Vec<(usize, f64)> = row.iter().map(|v| f64::from(*v)).enumerate().collect();
@@ -110,6 +114,24 @@ pub(crate) fn recompute(
         }
     };
     out.floats.get(&plan.logits).cloned().ok_or_else(|| format!("no `{}` from the uncached run", plan.logits))
+}
+
+/// The last logits of `tokens` fed `k` per call onto fresh (zeroed) buffers.
+fn prefix_by_calls(ctx: &mut Ctx<'_>, tokens: &[Vec<i64>], k: usize) -> Result<ArrayD<f32>, String> {
+    let plan = &ctx.job.plan;
+    let mut cache = Cache::empty(plan, 0);
+    let n = prefix_len(tokens);
+    let mut last = None;
+    for (step, from) in (0..n).step_by(k).enumerate() {
+        let new: Vec<Vec<i64>> = tokens.iter().map(|r| r[from..(from + k).min(r.len())].to_vec()).collect();
+        let input = feeds::StepInput { step, new_tokens: &new, encoder_states: None, enc_len: 0 };
+        let feeds = feeds::cached_step(plan, &input, &cache);
+        let out = run(&mut ctx.session, &feeds)?;
+        let fed = new.first().map_or(0, Vec::len) as i64;
+        cache.advance(plan, &out, step, cache.past_len + fed);
+        last = out.floats.get(&plan.logits).cloned();
+    }
+    last.ok_or_else(|| format!("no `{}` from the prefix", plan.logits))
 }
 
 fn prefix_len(tokens: &[Vec<i64>]) -> usize {

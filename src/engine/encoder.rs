@@ -84,6 +84,15 @@ pub(crate) fn states_on(
     // output-length expression needs for `len` frames (a conv stack refuses fewer).
     let raw_audio = inputs.iter().any(|(_, e, d)| e.is_float() && d.len() == 2);
     let len = if raw_audio && given.is_none() { samples_for(path, len) } else { len };
+    // Given features (or samples) set the source length a mask beside them must cover.
+    let features = match given.and_then(|r| r.features.as_ref()) {
+        Some(p) => Some(crate::engine::npy::read_f32(p)?),
+        None => None,
+    };
+    let len = match (&features, raw_audio) {
+        (Some(a), true) => a.shape().last().copied().unwrap_or(len),
+        _ => len,
+    };
     for (name, elem, dims) in inputs {
         // Symbolic axes: batch first, the sequence (or frames) after.
         let shape: Vec<usize> = dims
@@ -100,8 +109,8 @@ pub(crate) fn states_on(
             })
             .collect();
         let n: usize = shape.iter().product();
-        let values = if let (true, Some(path)) = (elem.is_float(), given.and_then(|r| r.features.as_ref())) {
-            let mut a = crate::engine::npy::read_f32(path)?;
+        let values = if let (true, Some(a)) = (elem.is_float(), features.as_ref()) {
+            let mut a = a.clone();
             if a.ndim() + 1 == shape.len() {
                 a = a.insert_axis(ndarray::Axis(0));
             }

@@ -48,6 +48,27 @@ pub fn program(p: &Protocol, lang: Lang) -> Result<String, String> {
             return Err(format!("`{}` is {}: the emitted programs feed float32 or float16", c.past, c.dtype));
         }
     }
+    // The compiled languages' programs drive growing caches only (genai's
+    // shared buffers grow as well: GroupQueryAttention takes either).
+    let static_cache = plan.buffer.as_ref().is_some_and(|b| b.form == crate::plan::roles::CacheForm::StaticBuffer);
+    let states = plan.self_past.iter().any(|c| c.fixed && !c.buffer);
+    let new_form = static_cache || states || plan.inputs_embeds.is_some();
+    if new_form && lang != Lang::Python {
+        return Err(
+            "this form (fixed buffers, states or embeddings) is written in Python only: use --emit python".into()
+        );
+    }
+    // Those grow genai's shared buffers from empty pasts instead.
+    let mut growing = plan.clone();
+    if lang != Lang::Python && growing.buffer.take().is_some() {
+        for c in growing.self_past.iter_mut().filter(|c| c.buffer) {
+            if let Some(d) = c.shape.get_mut(growing.seq_axis) {
+                *d = 0;
+            }
+            (c.fixed, c.buffer) = (false, false);
+        }
+    }
+    let plan = &growing;
     let spec = Spec {
         l,
         plan,
@@ -116,6 +137,20 @@ fn python(s: &Spec<'_>) -> String {
     let _ = writeln!(o, "# (past input, present output, dtype, shape after batch; the past axis is empty)");
     let _ = writeln!(o, "SELF_PAST = {}  # refreshed from the present every step", py_cache(&p.self_past));
     let _ = writeln!(o, "CROSS_PAST = {}  # taken from step 0's present, then kept\n", py_cache(&p.cross_past));
+    let fixed: Vec<&str> = p.self_past.iter().filter(|c| c.fixed).map(|c| c.past.as_str()).collect();
+    if !fixed.is_empty() {
+        let _ = writeln!(
+            o,
+            "# Fixed-size states and cache buffers: zeros of their whole shape at the start, carried, never grown."
+        );
+        let _ = writeln!(o, "FIXED = {fixed:?}");
+    }
+    if let Some(b) = &p.buffer {
+        let _ = writeln!(o, "BUFFER = {}  # slots of the cache buffers; tokens are written at the past length", b.len);
+    }
+    if let Some(e) = &l.embed {
+        let _ = writeln!(o, "EMBED = {e:?}  # turns token ids into the decoder's embeddings, before every call");
+    }
     let axis = p.seq_axis;
     let _ = writeln!(
         o,
@@ -146,9 +181,16 @@ fn python(s: &Spec<'_>) -> String {
         let _ = writeln!(o, "\n    # The encoder, once.");
         let _ = writeln!(o, "    encoder = ort.InferenceSession(path(ENCODER), **opts)");
         let mut feeds = Vec::new();
+        if let Some((_, t, d)) = s.encoder_inputs.iter().find(|(_, t, _)| t.starts_with("float")) {
+            // Features (log-mel frames) or raw samples, without the batch axis in the file.
+            let _ = writeln!(o, "    feat = np.load(a.features).astype({})", np_dtype(t));
+            let _ = writeln!(o, "    feat = feat[None] if feat.ndim == {} else feat", d.len().saturating_sub(1));
+        }
         for (n, t, _) in s.encoder_inputs {
             let v = if t.starts_with("float") {
-                format!("np.load(a.features).astype({})[None] if np.load(a.features).ndim == 2 else np.load(a.features).astype({})", np_dtype(t), np_dtype(t))
+                "feat".to_string()
+            } else if n.contains("mask") && s.audio() {
+                format!("np.ones(feat.shape[:2], dtype={})", np_dtype(t))
             } else if n.contains("mask") {
                 format!("np.ones_like(ids, dtype={})", np_dtype(t))
             } else {
@@ -161,7 +203,18 @@ fn python(s: &Spec<'_>) -> String {
     let states_name = s.states_name();
     let _ = writeln!(o, "\n    step0 = ort.InferenceSession(path(STEP0), **opts)");
     let _ = writeln!(o, "    decoder = step0 if DECODER == STEP0 else ort.InferenceSession(path(DECODER), **opts)");
-    let _ = writeln!(o, "    past = {{p: empty(shape, t) for p, _, t, shape in SELF_PAST}}");
+    if l.embed.is_some() {
+        let _ = writeln!(o, "    embed = ort.InferenceSession(path(EMBED), **opts)");
+        let _ = writeln!(o, "    embed_in = embed.get_inputs()[0]");
+    }
+    if p.self_past.iter().any(|c| c.fixed) {
+        let _ = writeln!(
+            o,
+            "    past = {{p: np.zeros([1, *shape], dtype=t) if p in FIXED else empty(shape, t) for p, _, t, shape in SELF_PAST}}"
+        );
+    } else {
+        let _ = writeln!(o, "    past = {{p: empty(shape, t) for p, _, t, shape in SELF_PAST}}");
+    }
     let _ = writeln!(o, "    cross = {{p: empty(shape, t) for p, _, t, shape in CROSS_PAST}}");
     if s.seq2seq {
         let _ =
@@ -171,15 +224,31 @@ fn python(s: &Spec<'_>) -> String {
     }
     let _ = writeln!(o, "    past_len, new, top5 = 0, [], []");
     let _ = writeln!(o, "    for step in range(a.max_new_tokens):");
+    // One call per step, or (a static export that fixes its tokens per call)
+    // as many calls as the tokens fed take: written into `call`, indented to fit.
+    let outer = o;
+    let mut o = String::new();
     let _ = writeln!(o, "        n = fed.shape[1]");
-    let _ = writeln!(o, "        feeds = {{{:?}: fed}}", p.input_ids);
+    match &p.inputs_embeds {
+        Some(x) => {
+            let _ = writeln!(o, "        ids_in = fed.astype(np.int32 if \"int32\" in embed_in.type else np.int64)");
+            let _ = writeln!(
+                o,
+                "        feeds = {{{x:?}: embed.run(None, {{embed_in.name: ids_in}})[0]}}  # embeddings, every call"
+            );
+        }
+        None => {
+            let _ = writeln!(o, "        feeds = {{{:?}: fed}}", p.input_ids);
+        }
+    }
     if let Some(f) = &p.branch_flag {
         let _ = writeln!(o, "        feeds[{f:?}] = np.array([step > 0])  # no-cache branch at step 0, cached after");
     }
     if let Some(name) = &states_name {
         let t = np_dtype(&s.states_dtype());
-        let cond = if s.pair { "        if step == 0:\n    " } else { "" };
-        let _ = writeln!(o, "{cond}        feeds[{name:?}] = states.astype({t})");
+        // Every call: a pair's with-past decoder may take the states too (Moonshine's does);
+        // the feeds are filtered to what each file declares.
+        let _ = writeln!(o, "        feeds[{name:?}] = states.astype({t})");
     }
     if let Some(m) = &p.encoder_attention_mask {
         let _ = writeln!(
@@ -188,11 +257,34 @@ fn python(s: &Spec<'_>) -> String {
             np_dtype(&p.dtype_of(m).to_string())
         );
     }
-    if let Some(m) = &p.attention_mask {
+    match (&p.attention_mask, p.buffer.as_ref().filter(|b| b.mask_over_buffer)) {
+        (Some(m), Some(_)) => {
+            let t = np_dtype(&p.dtype_of(m).to_string());
+            let _ = writeln!(o, "        mask = np.zeros((1, BUFFER), dtype={t})  # over the whole buffer:");
+            let _ = writeln!(o, "        mask[0, :past_len + n] = 1  # ones up to the last token fed, zeros after");
+            let _ = writeln!(o, "        feeds[{m:?}] = mask");
+        }
+        (Some(m), None) => {
+            let _ = writeln!(
+                o,
+                "        feeds[{m:?}] = np.ones((1, past_len + n), dtype={})  # past AND new tokens",
+                np_dtype(&p.dtype_of(m).to_string())
+            );
+        }
+        _ => {}
+    }
+    if let Some(c) = &p.cache_position {
         let _ = writeln!(
             o,
-            "        feeds[{m:?}] = np.ones((1, past_len + n), dtype={})  # past AND new tokens",
-            np_dtype(&p.dtype_of(m).to_string())
+            "        feeds[{c:?}] = np.arange(past_len, past_len + n, dtype={})  # the buffer slots written",
+            np_dtype(&p.dtype_of(c).to_string())
+        );
+    }
+    if let Some(k) = &p.logits_to_keep {
+        let _ = writeln!(
+            o,
+            "        feeds[{k:?}] = np.array(1, dtype={})  # logits for the last position only",
+            np_dtype(&p.dtype_of(k).to_string())
         );
     }
     if let Some(m) = &p.position_ids {
@@ -213,11 +305,6 @@ fn python(s: &Spec<'_>) -> String {
         let _ = writeln!(o, "        session = decoder");
     }
     let _ = writeln!(o, "        out = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))");
-    let _ = writeln!(o, "        logits = out[{:?}][0, -1].astype(np.float64)", p.logits);
-    let _ = writeln!(o, "        best = np.argsort(-logits, kind=\"stable\")[:5]");
-    let _ = writeln!(o, "        token = int(best[0])");
-    let _ = writeln!(o, "        new.append(token)");
-    let _ = writeln!(o, "        top5.append([[int(i), float(logits[i])] for i in best])");
     let _ = writeln!(o, "        past = {{p: out[q] for p, q, _, _ in SELF_PAST}}  # the present becomes the past");
     let _ = writeln!(o, "        if step == 0:");
     let _ = writeln!(
@@ -225,6 +312,25 @@ fn python(s: &Spec<'_>) -> String {
         "            cross = {{p: out[q] for p, q, _, _ in CROSS_PAST}}  # step 0's, kept (later ones are dummies)"
     );
     let _ = writeln!(o, "        past_len += n");
+    let call = o;
+    let mut o = outer;
+    match p.tokens_per_call {
+        Some(k) => {
+            let _ = writeln!(
+                o,
+                "        for fed in [fed[:, i:i + {k}] for i in range(0, fed.shape[1], {k})]:  # {k} token(s) per call, the prompt too"
+            );
+            for line in call.lines() {
+                let _ = writeln!(o, "    {line}");
+            }
+        }
+        None => o.push_str(&call),
+    }
+    let _ = writeln!(o, "        logits = out[{:?}][0, -1].astype(np.float64)", p.logits);
+    let _ = writeln!(o, "        best = np.argsort(-logits, kind=\"stable\")[:5]");
+    let _ = writeln!(o, "        token = int(best[0])");
+    let _ = writeln!(o, "        new.append(token)");
+    let _ = writeln!(o, "        top5.append([[int(i), float(logits[i])] for i in best])");
     let _ = writeln!(o, "        fed = np.array([[token]], dtype={ids_dtype})");
     let _ = writeln!(o, "        if token == EOS and not a.ignore_eos:\n            break");
     let _ = writeln!(o, "    print(json.dumps({{\"ids\": new, \"top5\": top5}}))\n\n");

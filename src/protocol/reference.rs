@@ -27,6 +27,7 @@ pub fn generate(
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let options = Options {
         encoder: l.encoder.as_deref().map(file),
+        embed_tokens: l.embed.as_deref().map(file),
         no_cache_model: (l.form == "split-pair").then(|| file(&l.step0_file)),
         start_token: l.decoder_start,
         reference: Some(Reference { ids, features, max_new_tokens, ignore_eos, eos: l.eos }),

@@ -76,6 +76,10 @@ pub struct Loop {
     /// The encoder's declared inputs (name, dtype, dims; -1 = symbolic).
     #[serde(skip)]
     pub encoder_inputs: Vec<(String, String, Vec<i64>)>,
+    /// The embedding model run before every call, when the decoder takes
+    /// `inputs_embeds` (transformers.js' `embed_tokens.onnx`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embed: Option<String>,
     /// The step-0 file's declared inputs (a split pair's no-past decoder).
     #[serde(skip)]
     pub step0_inputs: Vec<String>,
@@ -291,7 +295,7 @@ const ENC_LEN: i64 = 7;
 
 fn plan_of(layout: &Layout, e: &Entry) -> Option<Plan> {
     let contract = layout.contract_for(e)?.ok()?;
-    plan::build(&e.sig, &contract, 1).ok()
+    plan::build_with(&e.sig, &contract, 1, &layout.hints()).ok()
 }
 
 fn rules(plan: &Plan, form: &str, e: &Entry) -> Vec<String> {
@@ -438,6 +442,10 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             paths: (enc_rel, step0_entry.file.rel.clone(), e.file.rel.clone()),
             encoder_inputs,
             step0_inputs,
+            embed: layout
+                .sibling(e, Role::EmbedTokens)
+                .filter(|_| plan.inputs_embeds.is_some())
+                .map(|x| x.file.rel.clone()),
             plan: Some(plan),
         });
     }
