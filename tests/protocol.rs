@@ -40,6 +40,8 @@ const CASES: &[(&str, &str, &str, f64)] = &[
     ("moonshine-tiny", "merged-decoder", "SAMPLES", 1e-4),
     ("moonshine-tiny", "split-pair", "SAMPLES", 1e-4),
     ("deepseek-mla-tiny", "decoder-only", "3,14,15,92", 1e-4),
+    // onnxruntime-genai's Whisper: int32 ids, cross caches computed by the encoder.
+    ("whisper-genai-nonzero-bias", "cross-from-encoder", "FEATURES", 1e-4),
 ];
 
 fn features(dir: &std::path::Path) -> String {

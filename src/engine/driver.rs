@@ -52,7 +52,11 @@ pub(crate) fn generate(
     ctx: &mut Ctx<'_>,
     r: &crate::engine::options::Reference,
 ) -> Result<crate::engine::events::Generated, String> {
-    let empty = Cache::empty(&ctx.job.plan, 0);
+    let mut empty = Cache::empty(&ctx.job.plan, 0);
+    // The cross caches the encoder computed, when it computes them (genai Whisper).
+    if !ctx.encoder_cross.is_empty() && ctx.encoder_cross.len() == empty.cross_past.len() {
+        empty.cross_past = ctx.encoder_cross.clone();
+    }
     let mut tokens = ctx.prompt.clone();
     let (mut ids, mut top5) = (Vec::new(), Vec::new());
     for _ in 0..r.max_new_tokens {

@@ -52,10 +52,10 @@ pub fn program(p: &Protocol, lang: Lang) -> Result<String, String> {
     // shared buffers grow as well: GroupQueryAttention takes either).
     let static_cache = plan.buffer.as_ref().is_some_and(|b| b.form == crate::plan::roles::CacheForm::StaticBuffer);
     let states = plan.self_past.iter().any(|c| c.fixed && !c.buffer);
-    let new_form = static_cache || states || plan.inputs_embeds.is_some();
+    let new_form = static_cache || states || plan.inputs_embeds.is_some() || l.form == "cross-from-encoder";
     if new_form && lang != Lang::Python {
         return Err(
-            "this form (fixed buffers, states or embeddings) is written in Python only: use --emit python".into()
+            "this form (fixed buffers, states, embeddings or cross caches from the encoder) is written in Python only: use --emit python".into()
         );
     }
     // Those grow genai's shared buffers from empty pasts instead.
@@ -198,7 +198,9 @@ fn python(s: &Spec<'_>) -> String {
             };
             feeds.push(format!("{n:?}: {v}"));
         }
-        let _ = writeln!(o, "    states = encoder.run(None, {{{}}})[0]", feeds.join(", "));
+        let _ = writeln!(o, "    enc_out = encoder.run(None, {{{}}})", feeds.join(", "));
+        let _ = writeln!(o, "    enc = dict(zip([o.name for o in encoder.get_outputs()], enc_out))");
+        let _ = writeln!(o, "    states = enc_out[0]");
     }
     let states_name = s.states_name();
     let _ = writeln!(o, "\n    step0 = ort.InferenceSession(path(STEP0), **opts)");
@@ -215,7 +217,11 @@ fn python(s: &Spec<'_>) -> String {
     } else {
         let _ = writeln!(o, "    past = {{p: empty(shape, t) for p, _, t, shape in SELF_PAST}}");
     }
-    let _ = writeln!(o, "    cross = {{p: empty(shape, t) for p, _, t, shape in CROSS_PAST}}");
+    if l.form == "cross-from-encoder" {
+        let _ = writeln!(o, "    cross = {{p: enc[q] for p, q, _, _ in CROSS_PAST}}  # the encoder computes them");
+    } else {
+        let _ = writeln!(o, "    cross = {{p: empty(shape, t) for p, _, t, shape in CROSS_PAST}}");
+    }
     if s.seq2seq {
         let _ =
             writeln!(o, "    fed = np.array([[DECODER_START]], dtype={ids_dtype})  # step 0: the decoder start token");
@@ -306,7 +312,7 @@ fn python(s: &Spec<'_>) -> String {
     }
     let _ = writeln!(o, "        out = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))");
     let _ = writeln!(o, "        past = {{p: out[q] for p, q, _, _ in SELF_PAST}}  # the present becomes the past");
-    let _ = writeln!(o, "        if step == 0:");
+    let _ = writeln!(o, "        if step == 0 and all(q in out for _, q, _, _ in CROSS_PAST):");
     let _ = writeln!(
         o,
         "            cross = {{p: out[q] for p, q, _, _ in CROSS_PAST}}  # step 0's, kept (later ones are dummies)"

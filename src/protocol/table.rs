@@ -48,7 +48,9 @@ pub struct StepFeeds {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Loop {
-    /// `merged-decoder`, `split-pair`, `decoder-only`, `with-past-alone`.
+    /// `merged-decoder`, `split-pair`, `decoder-only`, `cross-from-encoder`
+    /// (a with-past decoder whose encoder computes its cross caches:
+    /// onnxruntime-genai's Whisper), `with-past-alone`.
     pub form: String,
     /// The encoder, run once before step 0 (seq2seq).
     pub encoder: Option<String>,
@@ -290,6 +292,14 @@ fn examples(rows: &[FeedRow], prompt_len: i64, enc_len: i64, step0: bool, seq2se
         .collect()
 }
 
+/// Whether the folder's encoder computes every cross-attention past of `e`
+/// itself (`present_key_cross_N` for `past_key_cross_N`).
+fn cross_from_encoder(layout: &Layout, e: &Entry) -> bool {
+    let Some(enc) = layout.sibling(e, Role::Encoder) else { return false };
+    let cross = || e.sig.inputs.iter().filter(|p| crate::model::names::is_cross_name(&p.name));
+    cross().next().is_some() && cross().all(|p| enc.sig.output(&p.name.replacen("past", "present", 1)).is_some())
+}
+
 const PROMPT_LEN: i64 = 4;
 const ENC_LEN: i64 = 7;
 
@@ -356,6 +366,7 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             Role::DecoderOnly => ("decoder-only", e),
             Role::DecoderWithPast => match layout.sibling(e, Role::Decoder) {
                 Some(d) => ("split-pair", d),
+                None if cross_from_encoder(&layout, e) => ("cross-from-encoder", e),
                 None => ("with-past-alone", e),
             },
             _ => continue,
