@@ -80,6 +80,7 @@ codes! {
     LogitsShape = "logits-shape": "Logits are not [batch, new tokens, vocab].",
     NonFinite = "non-finite": "Logits contain NaN or Inf.",
     CacheGrowth = "cache-growth": "A self-attention present does not grow by the tokens fed.",
+    CacheDtype = "cache-dtype": "A present's element type differs from the past it is fed back as (float16 presents, float32 pasts): a caller's loop fails at the first cached step, or must convert every step.",
     CacheWrite = "cache-write": "A fixed cache buffer (a static cache, a shared past/present buffer) is changed outside the slots of the tokens fed, or not written at them.",
     CrossCache = "cross-cache": "A cross-attention present does not keep the encoder length.",
     Parity = "parity": "Cached logits differ from recomputing the prefix without cache.",

@@ -194,3 +194,25 @@ fn an_encoder_that_crashes_onnx_runtime_is_that_files_finding_and_the_decoder_is
     assert!(d["driven_as"].as_str().unwrap().contains("driven again on seeded encoder states"));
     assert_eq!(d["verdict"], "pass", "{:#}", d["findings"]);
 }
+
+#[test]
+fn float16_presents_fed_back_into_float32_pasts_fail_where_a_caller_fails() {
+    let (code, r) = check_folder("gpt2-fp16-presents");
+    assert_eq!(code, 2);
+    let f = file_report(&r, "model.onnx");
+    // The run leads: a caller feeding the presents back is refused at step 1, not silently cast.
+    let first = &f["findings"][0];
+    assert_eq!(first["code"], "run-failed", "{:#}", f["findings"]);
+    assert_eq!(first["step"], 1);
+    assert!(first["message"].as_str().unwrap().contains("Unexpected input data type"), "{first}");
+    let step1 = &f["runtimes"][0]["steps"][1]["feeds"];
+    let past = step1.as_array().unwrap().iter().find(|x| x["name"] == "past_key_values.0.key").unwrap();
+    assert_eq!(past["dtype"], "float16");
+    // And statically, every pair by name.
+    let dtypes: Vec<&Value> = f["findings"].as_array().unwrap().iter().filter(|x| x["code"] == "cache-dtype").collect();
+    assert_eq!(dtypes.len(), 4);
+    assert!(dtypes[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("is float16, but it is fed back as `past_key_values.0.key`, which takes float32"));
+}

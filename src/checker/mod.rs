@@ -295,6 +295,7 @@ impl Checker {
         mut findings: Vec<Finding>,
     ) -> Result<Report, Error> {
         findings.extend(contract::check(sig, contract));
+        findings.extend(crate::plan::faults::present_dtypes(sig));
         // Decoder-only without position_ids: positions follow the past length inside
         // the graph, right at batch 1 and shifted for every left-padded row.
         let decoder_only = sig.input("encoder_hidden_states").is_none()

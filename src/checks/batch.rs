@@ -156,6 +156,8 @@ pub(crate) fn run_calls(
         let o = run(&mut ctx.session, &feeds)?;
         out.push(o.floats.get(&plan.logits).cloned().ok_or("no logits")?);
         for (c, slot) in plan.self_past.iter().zip(pasts.iter_mut()) {
+            // Fed back as the present's own element type, as a caller does.
+            slot.1 = c.present_dtype.unwrap_or(c.dtype);
             slot.2 = o.floats.get(&c.present).cloned().ok_or("no present")?;
         }
         past_len += new.iter().map(Vec::len).max().unwrap_or(0);

@@ -228,7 +228,7 @@ pub(crate) fn child_main() -> i32 {
     let mut out = std::io::stdout().lock();
     drive(&job, &mut |ev| {
         // Flushed per line: the parent must see the feeds before a crash.
-        let _ = writeln!(out, "{}", serde_json::to_string(&ev).unwrap_or_default());
+        let _ = writeln!(out, "{}", serde_json::to_string(&crate::engine::wire::finite(ev)).unwrap_or_default());
         let _ = out.flush();
     });
     0

@@ -86,8 +86,12 @@ fn decode(ctx: &mut Ctx<'_>, states: &ArrayD<f32>, mask: &[i64], forced: &[i64])
     let zeros = |cs: &[crate::plan::CacheTensor]| -> Vec<ArrayD<f32>> {
         cs.iter().map(|c| past_zeros(&c.shape, plan.seq_axis, b, dummy)).collect()
     };
-    let mut cache =
-        Cache { self_past: zeros(&plan.self_past), cross_past: zeros(&plan.cross_past), past_len: dummy as i64 };
+    let mut cache = Cache {
+        self_past: zeros(&plan.self_past),
+        cross_past: zeros(&plan.cross_past),
+        past_len: dummy as i64,
+        from_presents: false,
+    };
     let has_step0 = ctx.has_step0();
     let mut new: Vec<Vec<i64>> = vec![ctx.prompt[0].clone(); b];
     let mut out = Vec::new();

@@ -60,16 +60,25 @@ pub(crate) fn run(
     });
     let (tx, rx) = mpsc::channel::<Event>();
     let stdout = child.stdout.take();
+    // A line that is not an event is kept, to be said, never dropped silently.
     let reader = std::thread::spawn(move || {
+        let mut unread = Vec::new();
         if let Some(out) = stdout {
             for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Ok(ev) = serde_json::from_str::<Event>(&line) {
-                    if tx.send(ev).is_err() {
-                        break;
+                match serde_json::from_str::<Event>(&line) {
+                    Ok(ev) => {
+                        if tx.send(ev).is_err() {
+                            break;
+                        }
                     }
+                    Err(e) if !line.trim().is_empty() => {
+                        unread.push(format!("{e}: {}", line.chars().take(160).collect::<String>()))
+                    }
+                    Err(_) => {}
                 }
             }
         }
+        unread
     });
     let deadline = std::time::Instant::now() + timeout;
     let mut timed_out = false;
@@ -96,12 +105,15 @@ pub(crate) fn run(
             }
         }
     }
-    let _ = reader.join();
+    let unread = reader.join().unwrap_or_default();
     while let Ok(ev) = rx.try_recv() {
         report.absorb(ev);
     }
     let status = child.wait();
     let stderr_text = stderr_thread.join().unwrap_or_default();
     report.finish(End::Child { status: status.ok(), timed_out, timeout, stderr: stderr_text });
+    for line in unread {
+        report.unreadable(line);
+    }
     report
 }

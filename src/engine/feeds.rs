@@ -78,6 +78,9 @@ pub(crate) struct Cache {
     pub(crate) cross_past: Vec<ArrayD<f32>>,
     /// Length of the self-attention past on the sequence axis.
     pub(crate) past_len: i64,
+    /// The self pasts are presents fed back: fed as the presents' own
+    /// element type, as a caller does (never converted to the past's).
+    pub(crate) from_presents: bool,
 }
 
 fn zeros(shape: &[i64], axis: usize, len: i64) -> ArrayD<f32> {
@@ -131,6 +134,7 @@ impl Cache {
             self_past: plan.self_past.iter().map(|c| cache_zeros(c, plan.seq_axis, None, len)).collect(),
             cross_past: plan.cross_past.iter().map(|c| zeros(&c.shape, plan.seq_axis, len)).collect(),
             past_len: len,
+            from_presents: false,
         }
     }
 
@@ -151,6 +155,7 @@ impl Cache {
             }
         }
         self.past_len = new_len;
+        self.from_presents = true;
     }
 }
 
@@ -273,7 +278,8 @@ pub(crate) fn cached_step(plan: &Plan, input: &StepInput<'_>, cache: &Cache) -> 
     let pos = (0..b).flat_map(|_| (0..n_new as i64).map(|i| attended + i)).collect();
     placement(plan, b, n_new, attended as usize, vec![1; b * total], pos, &mut feeds);
     for (c, a) in plan.self_past.iter().zip(&cache.self_past) {
-        feeds.push(Feed::float(&c.past, c.dtype, a.clone()));
+        let elem = if cache.from_presents { c.present_dtype.unwrap_or(c.dtype) } else { c.dtype };
+        feeds.push(Feed::float(&c.past, elem, a.clone()));
     }
     for (c, a) in plan.cross_past.iter().zip(&cache.cross_past) {
         feeds.push(Feed::float(&c.past, c.dtype, a.clone()));

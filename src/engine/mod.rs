@@ -32,5 +32,7 @@ pub(crate) mod npy;
 pub(crate) mod options;
 #[cfg(feature = "runtime")]
 pub(crate) mod session;
+#[cfg(feature = "runtime")]
+pub(crate) mod wire;
 
 pub use runtime_report::RuntimeReport;

@@ -279,6 +279,14 @@ impl RuntimeReport {
         self.steps.iter_mut().rev().find(|r| r.step0_past_len == variant && r.step == step)
     }
 
+    /// A line from the child that is not an event: what it reported is lost,
+    /// and the report says so.
+    pub(crate) fn unreadable(&mut self, line: String) {
+        let f = Finding::error(Code::RunFailed, format!("the check's child process wrote a line that is not an event, so what it reported there is lost: {line}"));
+        let f = self.finding(f);
+        self.findings.push(f);
+    }
+
     /// Called after the driving ended: a missing `Done` means the child died.
     pub(crate) fn finish(&mut self, end: End) {
         if self.done {

@@ -5,6 +5,7 @@
 //! model: the engine and its checks, `protocol`, `replay` and the feed guard.
 //! `numeric` is the graph's numeric form and the parity tolerance it sets.
 
+pub mod faults;
 pub mod infer;
 pub mod numeric;
 pub mod roles;
@@ -48,6 +49,11 @@ pub struct CacheTensor {
     /// in place at the past length (the other slots stay as they were).
     #[serde(default)]
     pub buffer: bool,
+    /// The present's declared element type, when it is this model's output:
+    /// what a caller feeds back as the next past (float16 presents into a
+    /// float32 past fail at the first cached step).
+    #[serde(default)]
+    pub present_dtype: Option<ElemType>,
 }
 
 /// Fixed cache buffers written in place: a static cache at `cache_position`,
@@ -360,6 +366,7 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
             };
             shape.push(v);
         }
+        let present_dtype = sig.output(&present).and_then(|o| o.ty.tensor_parts()).map(|(e, _)| e);
         Ok(CacheTensor {
             past: past.to_string(),
             present,
@@ -368,6 +375,7 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
             matched_by,
             fixed,
             buffer: in_buffer.is_some(),
+            present_dtype,
         })
     };
     let self_past = self_names.iter().map(|n| tensor(n, false)).collect::<Result<Vec<_>, _>>()?;
