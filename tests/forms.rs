@@ -216,3 +216,31 @@ fn float16_presents_fed_back_into_float32_pasts_fail_where_a_caller_fails() {
         .unwrap()
         .contains("is float16, but it is fed back as `past_key_values.0.key`, which takes float32"));
 }
+
+#[test]
+fn an_input_nobody_can_place_is_named_with_the_reason_and_not_guessed() {
+    // gpt2-tiny with one more input that neither its name nor its use explains.
+    let dir = std::env::temp_dir().join(format!("oc-unplaced-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["config.json", "generation_config.json"] {
+        std::fs::copy(model("gpt2-tiny").join(f), dir.join(f)).unwrap();
+    }
+    let code = "import onnx, sys; from onnx import helper, TensorProto as T; m = onnx.load(sys.argv[1]); \
+        m.graph.input.append(helper.make_tensor_value_info('temperature_knob', T.FLOAT, [1])); onnx.save(m, sys.argv[2])";
+    let ok = std::process::Command::new("python3")
+        .args(["-c", code, path_str(&model("gpt2-tiny/model.onnx")), path_str(&dir.join("model.onnx"))])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "onnx writes the model");
+    let (code, r) = json(&["check", path_str(&dir), "--format", "json", "--no-fetch"]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 2);
+    let f = file_report(&r, "model.onnx");
+    assert_eq!(f["role"], "decoder-only", "its role still comes from its cache and logits");
+    let plan = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "plan").expect("a plan finding");
+    let m = plan["message"].as_str().unwrap();
+    assert!(m.starts_with("cannot place input `temperature_knob` (1 of 8 inputs unplaced): a float32 input of shape [1] whose name and use say nothing we know"), "{m}");
+    assert_eq!(plan["tensor"], "temperature_knob");
+    assert!(f["runtimes"].as_array().unwrap().is_empty(), "nothing is run on a guess");
+}

@@ -318,16 +318,8 @@ impl Checker {
             let static_failed = any_error(&findings);
             runtimes = self.run_runtimes(model, sig, contract, setup, &mut findings)?;
             if static_failed {
-                let inferred = crate::plan::infer::infer(sig, &setup.hints);
-                let same_caches = settle::same_caches(&inferred, contract);
-                let fixed_shapes = inferred.cache_form == crate::plan::roles::CacheForm::StaticBuffer;
-                let builtin = setup.builtin_contract;
-                settle::settle(
-                    &mut findings,
-                    static_end,
-                    &runtimes,
-                    settle::Settle { builtin, same_caches, fixed_shapes },
-                );
+                let how = settle::Settle::of(sig, contract, setup.builtin_contract, &setup.hints);
+                settle::settle(&mut findings, static_end, &runtimes, how);
             }
         }
         let summary = ModelSummary::of(shown, sig, Vec::new());
@@ -375,6 +367,11 @@ impl Checker {
                 return Ok(Vec::new());
             }
         };
+        // An input nobody can place: say which and why, never guess it.
+        if let Some(f) = plan::faults::unplaced(&plan, &inferred, sig) {
+            findings.push(f);
+            return Ok(Vec::new());
+        }
         let libs = match self.libraries() {
             Ok(libs) => libs,
             Err(message) => {

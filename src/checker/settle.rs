@@ -44,6 +44,21 @@ pub(crate) struct Settle {
     pub(crate) fixed_shapes: bool,
 }
 
+impl Settle {
+    /// What the inference of `sig` says, against `contract`.
+    pub(crate) fn of(
+        sig: &crate::model::signature::Signature,
+        contract: &crate::contract::Contract,
+        builtin: bool,
+        hints: &crate::plan::infer::Hints,
+    ) -> Settle {
+        let inferred = crate::plan::infer::infer(sig, hints);
+        let same_caches = same_caches(&inferred, contract);
+        let fixed_shapes = inferred.cache_form == crate::plan::roles::CacheForm::StaticBuffer;
+        Settle { builtin, same_caches, fixed_shapes }
+    }
+}
+
 /// Settles the static findings `findings[..static_end]` against the run's.
 pub(crate) fn settle(findings: &mut Vec<Finding>, static_end: usize, runtimes: &[RuntimeReport], how: Settle) {
     let Settle { builtin, same_caches, fixed_shapes } = how;

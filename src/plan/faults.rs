@@ -26,3 +26,20 @@ pub fn present_dtypes(sig: &Signature) -> Vec<Finding> {
         })
         .collect()
 }
+
+/// The first input the plan cannot place, with the inference's reason.
+pub fn unplaced(plan: &super::Plan, inferred: &super::roles::Inferred, sig: &Signature) -> Option<Finding> {
+    let first = plan.unknown_inputs.first()?;
+    let why = inferred.inputs.iter().find(|p| &p.name == first).map_or(String::new(), |p| p.evidence.clone());
+    Some(
+        Finding::error(
+            Code::Plan,
+            format!(
+                "cannot place input `{first}` ({} of {} inputs unplaced): {why}; the driver feeds only what it can place (by name: input_ids, attention_mask, position_ids, cache_position, num_logits_to_keep, use_cache_branch; by use: ids an embedding Gather reads, a float input an output refreshes): name it in a contract's `cache` section",
+                plan.unknown_inputs.len(),
+                sig.inputs.len()
+            ),
+        )
+        .tensor(first),
+    )
+}
