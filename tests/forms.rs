@@ -244,3 +244,21 @@ fn an_input_nobody_can_place_is_named_with_the_reason_and_not_guessed() {
     assert_eq!(plan["tensor"], "temperature_knob");
     assert!(f["runtimes"].as_array().unwrap().is_empty(), "nothing is run on a guess");
 }
+
+#[test]
+fn a_padded_audio_batch_that_differs_inside_the_encoder_is_measured_and_only_warned() {
+    let (code, r) = check_folder("moonshine-tiny");
+    assert_eq!(code, 0, "{r:#}");
+    let f = file_report(&r, "decoder_model_merged.onnx");
+    let rows = f["runtimes"][0]["batch"].as_array().unwrap();
+    assert!(!rows.is_empty(), "two clips batched, each row against itself alone");
+    // Row 0 (not padded) is unchanged; row 1 departs, and its encoder states already do.
+    assert!(rows.iter().filter(|r| r[0] == 0).all(|r| r[2].as_f64().unwrap() <= 1e-4), "{rows:?}");
+    let w = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "batch-padding").expect("measured");
+    assert_eq!(w["severity"], "warning");
+    let cause = w["cause"].as_str().unwrap();
+    assert!(
+        cause.contains("normalises over the whole padded audio axis") && cause.contains("not an export bug"),
+        "{cause}"
+    );
+}

@@ -40,7 +40,7 @@ const ONE_SECOND: usize = 16_000;
 /// its output's length expression (Moonshine's
 /// `( ( ( encoder_sequence_length - 127 ) // 64 + 1 - 7 ) // 3 + 1 - 3 ) // 2 + 1`),
 /// at least one second when the expression cannot be read.
-fn samples_for(path: &Path, frames: usize) -> usize {
+pub(crate) fn samples_for(path: &Path, frames: usize) -> usize {
     let Ok(sig) = crate::model::reader::read_signature(path) else { return ONE_SECOND };
     let symbol = sig.inputs.iter().find_map(|p| match p.ty.tensor_parts() {
         Some((e, Some(d))) if e.is_float() && d.len() == 2 => match &d[1] {
