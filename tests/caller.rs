@@ -127,3 +127,34 @@ fn the_python_recorder_passes_its_own_tests() {
     let out = Command::new("python3").arg("tests/callers/test_recorder.py").current_dir(root()).output().unwrap();
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn a_trace_with_a_refused_call_is_never_both_fine() {
+    let all = [
+        ("incident1-28-feeds", "models/marian-15-inputs/decoder_model_merged.onnx"),
+        ("incident2-dummy-encoder-present", "models/marian-tiny/decoder_model_merged.onnx"),
+        ("marian-fresh-zeros-past", "models/marian-tiny"),
+        ("marian-prefix-on-past", "models/marian-tiny"),
+        ("marian-flag-inconsistent", "models/marian-tiny"),
+        ("marian-flag-false-with-past", "models/marian-tiny"),
+        ("gpt2-mask-new-only", "models/gpt2-tiny"),
+        ("gpt2-positions-restart", "models/gpt2-tiny"),
+        ("gpt2-batch-mismatch", "models/gpt2-tiny"),
+    ];
+    let mut refused = 0;
+    for (trace, model) in all {
+        let text = std::fs::read_to_string(root().join(format!("tests/traces/{trace}.jsonl"))).unwrap();
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let Some(failed) = lines.iter().find(|l| l.get("error").is_some_and(|e| !e.is_null())) else { continue };
+        refused += 1;
+        let call = failed["call"].as_u64().unwrap();
+        let (exit, r) = replay(trace, model);
+        assert_eq!(exit, 2, "{trace}");
+        assert_ne!(r["at_fault"], "both fine", "{trace}");
+        assert_eq!(r["verdict"], "fail", "{trace}");
+        // The refusal itself is an error finding at its call, whatever else was named.
+        let e = errors(&r);
+        assert!(e.iter().any(|(c, code, _)| *c == Some(call) && code == "caller-error"), "{trace}: {e:#?}");
+    }
+    assert!(refused >= 2, "the recorded traces hold refused calls");
+}

@@ -152,10 +152,12 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
     for c in calls.iter().filter(|c| known.iter().any(|k| k == basename(&c.model))) {
         let name = basename(&c.model);
         findings.extend(guard.check(c.call, name, &c.feeds));
+        // A call the caller's runtime refused is never "both fine": an error,
+        // whose fault the re-run of the correct protocol decides.
         if let Some(err) = &c.error {
             let mut f = Finding::new(
                 Code::CallerError,
-                Severity::Info,
+                Severity::Error,
                 format!("call {} failed in ONNX Runtime: {}", c.call, err.lines().next().unwrap_or(err)),
             );
             f.call = Some(c.call);
