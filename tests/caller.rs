@@ -158,3 +158,29 @@ fn a_trace_with_a_refused_call_is_never_both_fine() {
     }
     assert!(refused >= 2, "the recorded traces hold refused calls");
 }
+
+#[test]
+fn each_fed_past_is_traced_to_the_output_it_came_from() {
+    // Recorded by tests/callers/caller.py driving gpt2-tiny with one mistake each.
+    let cases = [
+        ("gpt2-swapped-layers", 1, "`past_key_values.0.key` = `present.1.key` of call 0 (another layer's present: the layers are swapped); feed `present.0.key` of call 0"),
+        ("gpt2-key-value-swapped", 1, "`past_key_values.0.key` = `present.0.value` of call 0 (the other half of the pair: key and value are swapped)"),
+        ("gpt2-stale-past", 2, "`past_key_values.0.key` = `present.0.key` of call 0 (a present from 2 calls back: a stale cache); feed `present.0.key` of call 1"),
+    ];
+    for (trace, call, said) in cases {
+        let (exit, r) = replay(trace, "models/gpt2-tiny");
+        assert_eq!(exit, 2, "{trace}");
+        assert_eq!(r["at_fault"], "caller", "{trace}");
+        let e = errors(&r);
+        assert_eq!((e[0].0, e[0].1.as_str()), (Some(call), "caller-past"), "{trace}: {e:#?}");
+        assert!(e[0].2.contains(said), "{trace}: {}", e[0].2);
+    }
+    // The incident: the placeholder is named with the call that returned it, and the fix.
+    let (_, r) = replay("incident2-dummy-encoder-present", "models/marian-tiny/decoder_model_merged.onnx");
+    let e = errors(&r);
+    assert!(
+        e[0].2.contains("`past_key_values.0.encoder.key` = `present.0.encoder.key` of call 2, which the cache branch returns as a placeholder; feed call 1's encoder presents for every later call"),
+        "{}",
+        e[0].2
+    );
+}

@@ -44,6 +44,14 @@ pub struct FeedGuard {
     /// Decoder calls that re-fed a prefix one token longer on the no-cache path.
     no_cache_growing: usize,
     calls: usize,
+    /// Every decoder call's outputs with its call index: where a fed tensor came from.
+    history: Vec<(usize, Tensors)>,
+}
+
+/// The layer index and the last word of a cache tensor's name.
+fn slot_of(name: &str) -> (Option<&str>, Option<&str>) {
+    let layer = name.split(['.', '_']).find(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+    (layer, name.rsplit(['.', '_']).next())
 }
 
 impl FeedGuard {
@@ -78,6 +86,7 @@ impl FeedGuard {
             decoder_calls: 0,
             no_cache_growing: 0,
             calls: 0,
+            history: Vec::new(),
         }
     }
 
@@ -147,6 +156,12 @@ impl FeedGuard {
                 let mut detail = String::new();
                 for c in &plan.self_past {
                     let (Some(fed), Some(present)) = (feeds.get(&c.past), prev.get(&c.present)) else { continue };
+                    let differs = fed.shape != present.shape
+                        || (fed.digest.is_some() && present.digest.is_some() && fed.digest != present.digest);
+                    if let Some(p) = self.provenance(&c.past, &c.present, fed).filter(|_| differs && detail.is_empty())
+                    {
+                        detail = p;
+                    }
                     if fed.shape != present.shape {
                         if detail.is_empty() {
                             detail = format!(
@@ -191,8 +206,13 @@ impl FeedGuard {
             }
             if let Some(first_dummy) = dummy.first() {
                 let shape = feeds.get(first_dummy).map(|r| r.shape.clone()).unwrap_or_default();
+                // Where it came from, when the trace's digests say.
+                let from = feeds.get(first_dummy).and_then(|f| self.origin(f)).map_or(String::new(), |(call, name)| {
+                    let kept = self.history.first().map_or(0, |(c, _)| *c);
+                    format!(" (`{first_dummy}` = `{name}` of call {call}, which the cache branch returns as a placeholder; feed call {kept}'s encoder presents for every later call)")
+                });
                 out.push(Finding::error(Code::CallerCrossPast, format!(
-                    "{} is {shape:?}: the cached branch's dummy present.*.encoder.* fed back as the cross-attention past; keep step 0's",
+                    "{} is {shape:?}: the cached branch's dummy present.*.encoder.* fed back as the cross-attention past; keep step 0's{from}",
                     fold_names(&dummy).join(", ")
                 )).names(dummy));
             } else if !other.is_empty() {
@@ -255,7 +275,33 @@ impl FeedGuard {
                 self.step0 = Some(o.clone());
             }
             self.prev = Some(o.clone());
+            self.history.push((self.calls.saturating_sub(1), o.clone()));
         }
+    }
+
+    /// The earlier call output `fed` equals (by digest), newest first.
+    fn origin(&self, fed: &TensorMeta) -> Option<(usize, String)> {
+        let d = fed.digest.as_ref()?;
+        self.history.iter().rev().find_map(|(call, outs)| {
+            outs.iter().find(|(_, o)| o.digest.as_ref() == Some(d)).map(|(name, _)| (*call, name.clone()))
+        })
+    }
+
+    /// Where the past `past` (which should be `present` of the last call) came from, in words.
+    fn provenance(&self, past: &str, present: &str, fed: &TensorMeta) -> Option<String> {
+        let (call, name) = self.origin(fed)?;
+        let last = self.history.last().map(|(c, _)| *c)?;
+        let (want, got) = (slot_of(present), slot_of(&name));
+        let why = if call < last {
+            format!("a present from {} calls back: a stale cache", last - call + 1)
+        } else if want.0 != got.0 {
+            "another layer's present: the layers are swapped".to_string()
+        } else if want.1 != got.1 {
+            "the other half of the pair: key and value are swapped".to_string()
+        } else {
+            "another output of that call".to_string()
+        };
+        Some(format!("`{past}` = `{name}` of call {call} ({why}); feed `{present}` of call {last}"))
     }
 
     /// Findings about the whole run so far: a cache that is never used.

@@ -173,8 +173,10 @@ def marian_flag_false_with_past(rec, steps=STEPS):
 
 
 # ---------------------------------------------------------------- GPT-2
-def gpt2(rec, steps=STEPS, mask_new_only=False, positions_restart=False, batch2_at=None):
+def gpt2(rec, steps=STEPS, mask_new_only=False, positions_restart=False, batch2_at=None, remap=None):
+    """remap(k, history, past): the past the caller feeds at step k + 1 instead of step k's presents."""
     dec = load(GPT2, rec)
+    history = []
     tokens, past = list(PROMPT), {f"past_key_values.{l}.{kv}": np.zeros((1, GPT2_HEADS, 0, GPT2_HEAD_DIM), np.float32)
                                   for l in range(GPT2_LAYERS) for kv in ("key", "value")}
     for k in range(steps):
@@ -191,8 +193,23 @@ def gpt2(rec, steps=STEPS, mask_new_only=False, positions_restart=False, batch2_
             print(f"  ORT error at decoder step {k}: {e}")
             return tokens
         tokens.append(greedy(out))
+        history.append(out)
         past = {"past_key_values." + n[len("present."):]: v for n, v in out.items() if n.startswith("present.")}
+        if remap:
+            past = remap(k, history, past)
     return tokens
+
+
+def swap(a, b):
+    """Renames every past name's `a` part to `b` and back."""
+    return lambda k, h, p: {n.replace(a, "\0").replace(b, a).replace("\0", b): v for n, v in p.items()}
+
+
+def stale(k, h, p):
+    """From step 2 on, the presents of two calls back (a stale cache)."""
+    if len(h) < 2:
+        return p
+    return {"past_key_values." + n[len("present."):]: v for n, v in h[-2].items() if n.startswith("present.")}
 
 
 MISTAKES = {
@@ -209,6 +226,9 @@ MISTAKES = {
     "gpt2-mask-new-only": lambda rec, steps=STEPS: gpt2(rec, steps, mask_new_only=True),
     "gpt2-positions-restart": lambda rec, steps=STEPS: gpt2(rec, steps, positions_restart=True),
     "gpt2-batch-mismatch": lambda rec, steps=STEPS: gpt2(rec, steps, batch2_at=1),
+    "gpt2-swapped-layers": lambda rec, steps=STEPS: gpt2(rec, steps, remap=swap(".0.", ".1.")),
+    "gpt2-key-value-swapped": lambda rec, steps=STEPS: gpt2(rec, steps, remap=swap(".key", ".value")),
+    "gpt2-stale-past": lambda rec, steps=STEPS: gpt2(rec, steps, remap=stale),
 }
 TIMED = {"incident2-no-cache"}
 
