@@ -14,6 +14,16 @@ use ndarray::{ArrayD, IxDyn};
 /// A recorded call's feeds: its dtypes, shapes and small values (flags, ids),
 /// seeded contents for the rest (ids within the vocabulary, masks of ones).
 pub(crate) fn replay_feeds(plan: &Plan, c: &crate::engine::options::ReplayCall, rng: &mut Rng) -> Vec<Feed> {
+    // The past length this call feeds: the first self past's length on the sequence axis.
+    let past_len = plan
+        .self_past
+        .iter()
+        .find_map(|p| {
+            c.feeds.iter().find(|(n, ..)| *n == p.past).and_then(|(_, _, shape, _)| shape.get(plan.seq_axis).copied())
+        })
+        .filter(|_| plan.buffer.is_none())
+        .unwrap_or(0)
+        .max(0);
     c.feeds
         .iter()
         .map(|(name, dtype, shape, value)| {
@@ -34,9 +44,17 @@ pub(crate) fn replay_feeds(plan: &Plan, c: &crate::engine::options::ReplayCall, 
                     ArrayD::from_shape_vec(IxDyn(&dims), (0..n).map(|_| rng.normal()).collect()).expect("shape"),
                 )
             } else {
+                // A digest-only trace holds no values: positions and cache slots
+                // continue the past the call feeds, as the protocol has them (never
+                // invented ids that would make a right call fail).
+                let continuing = Some(name) == plan.position_ids.as_ref() || Some(name) == plan.cache_position.as_ref();
                 let v = match given {
                     Some(v) => v.clone(),
                     None if name.contains("mask") => vec![1; n],
+                    None if continuing => {
+                        let new = dims.last().copied().unwrap_or(1).max(1);
+                        (0..n).map(|i| past_len + (i % new) as i64).collect()
+                    }
                     None => (0..n).map(|_| rng.below(plan.vocab)).collect(),
                 };
                 feeds::Values::Int(ArrayD::from_shape_vec(IxDyn(&dims), v).expect("shape"))

@@ -199,3 +199,27 @@ fn seeded_prompts_are_reproducible_and_in_vocabulary() {
     let seq = plan_for("t5-tiny/decoder_model_merged.onnx", "t5-decoder-merged.yaml");
     assert_eq!(prompt(&seq, 2, 4, 0, &mut Rng::seeded(7)), [[0], [0]]);
 }
+
+#[test]
+fn a_digest_only_call_is_re_fed_positions_that_continue_its_past() {
+    let plan = plan_for("gpt2-tiny/model.onnx", "gpt2-decoder.yaml");
+    let past = |n: &str| (n.to_string(), "float32".to_string(), vec![1, 4, 5, 8], None);
+    let mut feeds = vec![
+        ("input_ids".to_string(), "int64".to_string(), vec![1, 1], None),
+        ("attention_mask".to_string(), "int64".to_string(), vec![1, 6], None),
+        ("position_ids".to_string(), "int64".to_string(), vec![1, 1], None),
+    ];
+    for c in &plan.self_past {
+        feeds.push(past(&c.past));
+    }
+    let call = crate::engine::options::ReplayCall { call: 3, feeds };
+    let fed = crate::engine::driver::replay_feeds(&plan, &call, &mut Rng::seeded(0));
+    let ints = |name: &str| match &by_name(&fed, name).values {
+        Values::Int(a) => a.iter().copied().collect::<Vec<i64>>(),
+        _ => panic!("{name} is not ints"),
+    };
+    // Not a value below the vocabulary (a position a small model has no row for): the past's length.
+    assert_eq!(ints("position_ids"), [5]);
+    assert_eq!(ints("attention_mask"), [1; 6]);
+    assert!(ints("input_ids")[0] < 1000);
+}
