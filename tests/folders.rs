@@ -5,14 +5,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-fn check_dir(dir: &str) -> (i32, Value) {
-    json(&["check", "--format", "json", &format!("models/{dir}"), "--no-fetch"])
-}
-
-fn file<'a>(r: &'a Value, path: &str) -> &'a Value {
-    r["files"].as_array().unwrap().iter().find(|f| f["path"] == path).unwrap_or_else(|| panic!("no {path} in {r:#}"))
-}
-
 fn error_codes(f: &Value) -> Vec<String> {
     f["findings"]
         .as_array()
@@ -69,10 +61,10 @@ const GOOD: &[(&str, &[(&str, &str)])] = &[
 #[test]
 fn every_good_folder_passes_with_zero_flags() {
     for (dir, roles) in GOOD {
-        let (code, r) = check_dir(dir);
+        let (code, r) = check_folder(dir);
         assert_eq!((code, r["verdict"].as_str()), (0, Some("pass")), "{dir}: {r:#}");
         for (path, role) in *roles {
-            let f = file(&r, path);
+            let f = file_report(&r, path);
             assert_eq!(f["role"], *role, "{dir}/{path}");
             assert_eq!(f["verdict"], "pass", "{dir}/{path}: {:?}", error_codes(f));
         }
@@ -87,8 +79,8 @@ fn every_good_folder_passes_with_zero_flags() {
 
 #[test]
 fn the_split_pair_is_driven_as_a_pair_and_its_cache_checked() {
-    let (_, r) = check_dir("bart-tjs");
-    let f = file(&r, "onnx/decoder_with_past_model.onnx");
+    let (_, r) = check_folder("bart-tjs");
+    let f = file_report(&r, "onnx/decoder_with_past_model.onnx");
     assert!(
         f["driven_as"].as_str().unwrap().starts_with("split pair: onnx/decoder_model.onnx at step 0"),
         "{}",
@@ -109,16 +101,16 @@ fn the_split_pair_is_driven_as_a_pair_and_its_cache_checked() {
 
 #[test]
 fn a_with_past_file_with_its_past_length_baked_in_fails_at_step_2_only_as_a_pair() {
-    let (code, r) = check_dir("marian-pair-baked-past");
+    let (code, r) = check_folder("marian-pair-baked-past");
     assert_eq!(code, 2, "{r:#}");
-    let f = file(&r, "decoder_with_past_model.onnx");
+    let f = file_report(&r, "decoder_with_past_model.onnx");
     let fail = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "run-failed").expect("run-failed");
     assert_eq!(fail["step"], 2);
     assert!(fail["message"].as_str().unwrap().contains("Reshape node `/Reshape_5`"), "{fail:#}");
     assert!(fail["cause"].as_str().unwrap().contains("fixed at export time"), "{fail:#}");
     // Its siblings are fine: the folder verdict names the one file.
-    assert_eq!(file(&r, "decoder_model.onnx")["verdict"], "pass");
-    assert_eq!(file(&r, "encoder_model.onnx")["verdict"], "pass");
+    assert_eq!(file_report(&r, "decoder_model.onnx")["verdict"], "pass");
+    assert_eq!(file_report(&r, "encoder_model.onnx")["verdict"], "pass");
     let out = run(&["check", "models/marian-pair-baked-past", "--no-fetch"]);
     let text = String::from_utf8_lossy(&out.stdout);
     let first = text.lines().next().unwrap();
@@ -127,9 +119,9 @@ fn a_with_past_file_with_its_past_length_baked_in_fails_at_step_2_only_as_a_pair
 
 #[test]
 fn a_config_that_disagrees_with_the_model_is_named_with_both_values() {
-    let (code, r) = check_dir("marian-config-mismatch");
+    let (code, r) = check_folder("marian-config-mismatch");
     assert_eq!(code, 2);
-    let f = file(&r, "decoder_model_merged.onnx");
+    let f = file_report(&r, "decoder_model_merged.onnx");
     let m = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "config-mismatch").expect("config-mismatch");
     assert_eq!(
         m["message"],
@@ -139,9 +131,9 @@ fn a_config_that_disagrees_with_the_model_is_named_with_both_values() {
 
 #[test]
 fn incident_1_is_judged_as_the_with_past_decoder_it_is() {
-    let (code, r) = check_dir("marian-15-inputs");
+    let (code, r) = check_folder("marian-15-inputs");
     assert_eq!(code, 2);
-    let f = file(&r, "decoder_model_merged.onnx");
+    let f = file_report(&r, "decoder_model_merged.onnx");
     assert_eq!(f["role"], "decoder-with-past");
     let msgs: Vec<&str> = f["findings"].as_array().unwrap().iter().map(|x| x["message"].as_str().unwrap()).collect();
     assert!(msgs.contains(&"missing input past_key_values.{0..5}.encoder.{key,value} (12 tensors)"), "{msgs:#?}");
@@ -149,12 +141,12 @@ fn incident_1_is_judged_as_the_with_past_decoder_it_is() {
 
 #[test]
 fn known_bad_exports_still_fail_with_zero_flags() {
-    let (code, r) = check_dir("marian-baked-past");
+    let (code, r) = check_folder("marian-baked-past");
     assert_eq!(code, 2);
-    assert!(error_codes(file(&r, "decoder_model_merged.onnx")).contains(&"run-failed".to_string()));
-    let (code, r) = check_dir("gpt2-position-bug");
+    assert!(error_codes(file_report(&r, "decoder_model_merged.onnx")).contains(&"run-failed".to_string()));
+    let (code, r) = check_folder("gpt2-position-bug");
     assert_eq!(code, 2);
-    assert!(error_codes(file(&r, "model.onnx")).contains(&"parity".to_string()));
+    assert!(error_codes(file_report(&r, "model.onnx")).contains(&"parity".to_string()));
 }
 
 #[test]
@@ -203,9 +195,9 @@ fn init_never_writes_a_contract_its_own_good_model_fails() {
 
 #[test]
 fn a_cache_named_past_key_n_is_paired_by_name_and_says_how() {
-    let (code, r) = check_dir("gpt2-past-key-names");
+    let (code, r) = check_folder("gpt2-past-key-names");
     assert_eq!(code, 0, "{r:#}");
-    let pairs = &file(&r, "model.onnx")["runtime"]["cache_pairs"];
+    let pairs = &file_report(&r, "model.onnx")["runtime"]["cache_pairs"];
     assert_eq!(pairs[0], serde_json::json!(["past_key_0", "present_key_0", "name: past… → present…"]));
     assert_eq!(pairs.as_array().unwrap().len(), 4);
 }

@@ -7,10 +7,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-fn check_dir(dir: &str) -> (i32, Value) {
-    json(&["check", "--format", "json", &format!("models/{dir}"), "--no-fetch"])
-}
-
 fn row1_max(r: &Value) -> f64 {
     r["files"][0]["runtime"]["batch"]
         .as_array()
@@ -23,7 +19,7 @@ fn row1_max(r: &Value) -> f64 {
 
 #[test]
 fn a_model_without_position_ids_shifts_left_padded_rows() {
-    let (code, r) = check_dir("gpt2-no-position-ids");
+    let (code, r) = check_folder("gpt2-no-position-ids");
     assert_eq!(code, 2, "{r:#}");
     let f = &r["files"][0]["findings"];
     let err = f
@@ -45,16 +41,12 @@ fn a_model_without_position_ids_shifts_left_padded_rows() {
 fn models_that_place_padded_rows_right_pass_the_batch_check() {
     // Learned positions fed cumsum(mask) - 1, and rotary models.
     for dir in ["gpt2-with-position-ids", "llama-tiny", "qwen2-tiny"] {
-        let (code, r) = check_dir(dir);
+        let (code, r) = check_folder(dir);
         assert_eq!(code, 0, "{dir}: {r:#}");
         let rows = r["files"][0]["runtime"]["batch"].as_array().unwrap().len();
         assert_eq!(rows, 8, "{dir}: 2 rows x (prompt + 3 steps)");
         assert!(row1_max(&r) < 1e-4, "{dir}: {}", row1_max(&r));
     }
-}
-
-fn file<'a>(r: &'a Value, path: &str) -> &'a Value {
-    r["files"].as_array().unwrap().iter().find(|f| f["path"] == path).unwrap_or_else(|| panic!("no {path}"))
 }
 
 fn max_rel(f: &Value) -> f64 {
@@ -63,18 +55,18 @@ fn max_rel(f: &Value) -> f64 {
 
 #[test]
 fn every_correct_variant_stays_near_fp32_and_a_wrong_q4_does_not() {
-    let (code, r) = check_dir("tjs-variants");
+    let (code, r) = check_folder("tjs-variants");
     assert_eq!(code, 0, "{r:#}");
     for (path, bound) in
         [("onnx/model_fp16.onnx", 0.1), ("onnx/model_quantized.onnx", 0.5), ("onnx/model_q4.onnx", 0.5)]
     {
-        let f = file(&r, path);
+        let f = file_report(&r, path);
         assert_eq!(f["runtime"]["variant"][0], "model.onnx", "{path}: compared with the fp32 sibling");
         assert!(max_rel(f) < bound, "{path}: {}", max_rel(f));
     }
-    let (code, r) = check_dir("tjs-variants-broken-q4");
+    let (code, r) = check_folder("tjs-variants-broken-q4");
     assert_eq!(code, 2);
-    let q4 = file(&r, "onnx/model_q4.onnx");
+    let q4 = file_report(&r, "onnx/model_q4.onnx");
     let d = q4["findings"]
         .as_array()
         .unwrap()
@@ -93,21 +85,21 @@ fn every_correct_variant_stays_near_fp32_and_a_wrong_q4_does_not() {
     assert!(cause.contains(&format!("first node departing from model.onnx by more than 0.5: {replaced} (MatMul), written in the variant by {node}")), "{cause}");
     // Self-consistent all the same: only the comparison with fp32 shows it.
     assert!(!q4["findings"].as_array().unwrap().iter().any(|x| x["code"] == "parity"));
-    assert_eq!(file(&r, "onnx/model_fp16.onnx")["verdict"], "pass");
+    assert_eq!(file_report(&r, "onnx/model_fp16.onnx")["verdict"], "pass");
 }
 
 #[test]
 fn a_sliding_window_the_graph_ignores_fails_and_one_it_keeps_passes() {
     // Same sizes, same weights: mistral-tiny was exported with its window 16
     // in the graph; mistral-sliding-window's config says 4, its graph is full causal.
-    let (code, r) = check_dir("mistral-tiny");
+    let (code, r) = check_folder("mistral-tiny");
     assert_eq!(code, 0, "{r:#}");
     let w = &r["files"][0]["runtime"]["window"];
     assert_eq!((w["size"].as_u64(), w["past_len"].as_u64()), (Some(16), Some(18)), "{w:#}");
     assert!(w["outside"].as_f64().unwrap() < 1e-6, "{w:#}");
     assert!(w["inside"].as_f64().unwrap() > 1e-2, "the probe moves the logits inside the window: {w:#}");
 
-    let (code, r) = check_dir("mistral-sliding-window");
+    let (code, r) = check_folder("mistral-sliding-window");
     assert_eq!(code, 2, "{r:#}");
     let f = r["files"][0]["findings"].as_array().unwrap();
     let err = f.iter().find(|x| x["code"] == "sliding-window").expect("sliding-window finding");
@@ -119,7 +111,7 @@ fn a_sliding_window_the_graph_ignores_fails_and_one_it_keeps_passes() {
 
     // Models whose config states no window (or turns it off) are not probed.
     for dir in ["llama-tiny", "qwen2-tiny"] {
-        let (_, r) = check_dir(dir);
+        let (_, r) = check_folder(dir);
         assert!(r["files"][0]["runtime"]["window"].is_null(), "{dir}");
     }
 }
@@ -129,14 +121,14 @@ fn a_group_query_attention_window_the_graph_drops_fails_statically_and_one_it_ke
     // onnxruntime-genai builder exports of the same tiny Mistral (window 8 in
     // config.json): GroupQueryAttention local_window_size 8, and the same
     // graph edited to -1 (the whole past attended).
-    let (code, r) = check_dir("mistral-genai");
+    let (code, r) = check_folder("mistral-genai");
     assert_eq!(code, 0, "{r:#}");
     let w = &r["files"][0]["runtime"]["window"];
     assert_eq!(w["size"].as_u64(), Some(8), "{w:#}");
     assert_eq!(w["outside"].as_f64(), Some(0.0), "outside the window nothing moves: {w:#}");
     assert!(w["inside"].as_f64().unwrap() > 1e-2, "{w:#}");
 
-    let (code, r) = check_dir("mistral-genai-no-window");
+    let (code, r) = check_folder("mistral-genai-no-window");
     assert_eq!(code, 2, "{r:#}");
     let f = r["files"][0]["findings"].as_array().unwrap();
     // The run decides: the measured mechanism leads, the static evidence follows.
@@ -188,7 +180,7 @@ fn a_seq2seq_decoder_that_ignores_the_encoder_mask_fails_a_padded_source_batch()
     // Two sources of 7 and 4 tokens, the shorter padded with the encoder mask
     // zero over its padding, against each source alone, through the folder's encoder.
     for dir in ["marian-tiny", "t5-tiny", "bart-tjs"] {
-        let (code, r) = check_dir(dir);
+        let (code, r) = check_folder(dir);
         assert_eq!(code, 0, "{dir}: {r:#}");
         let merged = r["files"].as_array().unwrap().iter().find(|f| f["role"] == "merged-decoder").unwrap();
         assert_eq!(merged["runtime"]["batch"].as_array().unwrap().len(), 8, "{dir}: 2 rows × 4 steps");
@@ -196,7 +188,7 @@ fn a_seq2seq_decoder_that_ignores_the_encoder_mask_fails_a_padded_source_batch()
     }
     // marian-tiny's merged decoder with encoder_attention_mask declared but
     // replaced by ones inside both If branches: batch 1 is bit-identical.
-    let (code, r) = check_dir("marian-ignores-encoder-mask");
+    let (code, r) = check_folder("marian-ignores-encoder-mask");
     assert_eq!(code, 2, "{r:#}");
     let merged = r["files"].as_array().unwrap().iter().find(|f| f["role"] == "merged-decoder").unwrap();
     let f = merged["findings"].as_array().unwrap();
@@ -211,18 +203,18 @@ fn a_seq2seq_decoder_that_ignores_the_encoder_mask_fails_a_padded_source_batch()
 fn a_seq2seq_variant_runs_as_a_pair_and_its_encoder_is_judged_on_its_own_output() {
     // transformers.js ships encoder_model_X with decoder_model_merged_X: the
     // variant decoder reads its own encoder's states, the fp32 decoder the fp32 encoder's.
-    let (code, r) = check_dir("bart-tjs-variants");
+    let (code, r) = check_folder("bart-tjs-variants");
     assert_eq!(code, 0, "{r:#}");
     for path in ["onnx/decoder_model_merged_fp16.onnx", "onnx/decoder_model_merged_quantized.onnx"] {
-        let f = file(&r, path);
+        let f = file_report(&r, path);
         assert_eq!(f["runtime"]["variant"][0], "encoder_model.onnx → decoder_model_merged.onnx", "{path}");
         assert!(max_rel(f) < 0.1, "{path}: {}", max_rel(f));
     }
     // The same folder with the quantized encoder's weight scales ×8: its
     // decoder barely reads the encoder, so the logits stay close; the encoder's own output does not.
-    let (code, r) = check_dir("bart-tjs-variants-broken-encoder");
+    let (code, r) = check_folder("bart-tjs-variants-broken-encoder");
     assert_eq!(code, 2, "{r:#}");
-    let q = file(&r, "onnx/decoder_model_merged_quantized.onnx");
+    let q = file_report(&r, "onnx/decoder_model_merged_quantized.onnx");
     let d = q["findings"].as_array().unwrap().iter().find(|x| x["code"] == "variant-divergence").expect("finding");
     let msg = d["message"].as_str().unwrap();
     assert!(
@@ -233,7 +225,7 @@ fn a_seq2seq_variant_runs_as_a_pair_and_its_encoder_is_judged_on_its_own_output(
     let cause = d["cause"].as_str().unwrap();
     assert!(cause.contains("first node departing from encoder_model.onnx by more than 0.5: /layers.0/"), "{cause}");
     assert!(cause.contains("(MatMul), written in the variant by /layers.0/"), "{cause}");
-    assert_eq!(file(&r, "onnx/decoder_model_merged_fp16.onnx")["verdict"], "pass");
+    assert_eq!(file_report(&r, "onnx/decoder_model_merged_fp16.onnx")["verdict"], "pass");
 }
 
 #[test]

@@ -6,14 +6,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-fn check_dir(dir: &str) -> (i32, Value) {
-    json(&["check", "--format", "json", &format!("models/{dir}"), "--no-fetch"])
-}
-
-fn file<'a>(r: &'a Value, path: &str) -> &'a Value {
-    r["files"].as_array().unwrap().iter().find(|f| f["path"] == path).unwrap_or_else(|| panic!("no {path} in {r:#}"))
-}
-
 fn finding<'a>(f: &'a Value, code: &str) -> &'a Value {
     f["findings"]
         .as_array()
@@ -29,9 +21,9 @@ fn cached_steps(f: &Value) -> Vec<&Value> {
 
 #[test]
 fn float16_seq2seq_is_fed_float16_and_passes() {
-    let (code, r) = check_dir("marian-fp16");
+    let (code, r) = check_folder("marian-fp16");
     assert_eq!(code, 0, "{r:#}");
-    let f = file(&r, "decoder_model_merged.onnx");
+    let f = file_report(&r, "decoder_model_merged.onnx");
     assert_eq!(f["runtime"]["parity_rule"]["form"], "float16");
     let step0 = &f["runtime"]["steps"][0]["feeds"];
     for name in ["encoder_hidden_states", "past_key_values.0.decoder.key"] {
@@ -46,9 +38,9 @@ fn float16_seq2seq_is_fed_float16_and_passes() {
 
 #[test]
 fn int8_quantized_variant_passes_within_its_noise_and_says_why() {
-    let (code, r) = check_dir("gpt2-int8");
+    let (code, r) = check_folder("gpt2-int8");
     assert_eq!(code, 0, "{r:#}");
-    let q = file(&r, "onnx/model_quantized.onnx");
+    let q = file_report(&r, "onnx/model_quantized.onnx");
     assert_eq!(q["variant"], "quantized");
     let rule = &q["runtime"]["parity_rule"];
     assert!(rule["form"]["quantized"]["ops"].as_array().unwrap().iter().any(|o| o == "MatMulInteger"), "{rule:#}");
@@ -57,25 +49,25 @@ fn int8_quantized_variant_passes_within_its_noise_and_says_why() {
     // Quantization noise is far above float32's 1e-4 and far below a cache bug.
     assert!(steps.iter().any(|s| s["parity_max_abs_diff"].as_f64().unwrap() > 1e-4), "{steps:#?}");
     assert!(steps.iter().all(|s| s["parity_rel_diff"].as_f64().unwrap() < 5e-2));
-    assert_eq!(file(&r, "onnx/model.onnx")["runtime"]["parity_rule"]["form"], "float32");
+    assert_eq!(file_report(&r, "onnx/model.onnx")["runtime"]["parity_rule"]["form"], "float32");
 }
 
 #[test]
 fn a_real_cache_bug_in_a_quantized_model_still_fails() {
-    let (code, r) = check_dir("gpt2-int8-cache-bug");
+    let (code, r) = check_folder("gpt2-int8-cache-bug");
     assert_eq!(code, 2);
-    let q = file(&r, "onnx/model_quantized.onnx");
+    let q = file_report(&r, "onnx/model_quantized.onnx");
     let p = finding(q, "parity");
     assert!(p["message"].as_str().unwrap().contains("> tolerance 2.5e-1 relative"), "{p:#}");
 }
 
 #[test]
 fn onnxruntime_genai_export_is_sized_and_named_by_its_genai_config() {
-    let (code, r) = check_dir("llama-genai");
+    let (code, r) = check_folder("llama-genai");
     assert_eq!(code, 0, "{r:#}");
     assert_eq!(r["sizes"]["head_dim"]["value"], 16);
     assert_eq!(r["sizes"]["head_dim"]["source"], "genai_config.json: model.decoder.head_size");
-    let f = file(&r, "model.onnx");
+    let f = file_report(&r, "model.onnx");
     assert_eq!(f["contract"]["name"], "genai-decoder");
     // The past's head size is the symbol kv_cache_dim in the graph: fed 16 from the config.
     let past = f["runtime"]["steps"][1]["feeds"]
@@ -98,9 +90,9 @@ fn onnxruntime_genai_export_is_sized_and_named_by_its_genai_config() {
 
 #[test]
 fn a_genai_config_that_contradicts_its_model_names_the_key_and_both_values() {
-    let (code, r) = check_dir("llama-genai-config-mismatch");
+    let (code, r) = check_folder("llama-genai-config-mismatch");
     assert_eq!(code, 2);
-    let m = finding(file(&r, "model.onnx"), "config-mismatch");
+    let m = finding(file_report(&r, "model.onnx"), "config-mismatch");
     assert_eq!(
         m["message"],
         "genai_config.json: model.decoder.num_key_value_heads = 4, but model.onnx has kv_heads 2 (head axis of the past)"
@@ -109,20 +101,20 @@ fn a_genai_config_that_contradicts_its_model_names_the_key_and_both_values() {
 
 #[test]
 fn a_float16_conversion_with_a_wrongly_typed_cast_names_the_node_and_branch() {
-    let (code, r) = check_dir("marian-fp16-cast-bug");
+    let (code, r) = check_folder("marian-fp16-cast-bug");
     assert_eq!(code, 2);
-    let f = finding(file(&r, "decoder_model_merged.onnx"), "model-load");
+    let f = finding(file_report(&r, "decoder_model_merged.onnx"), "model-load");
     assert_eq!(f["node"], "optimum::if (then_branch) → Cast_461 (Cast)");
     let cause = f["cause"].as_str().unwrap();
     assert!(cause.contains("casts to float32 while its output is declared float16"), "{cause}");
-    assert_eq!(file(&r, "encoder_model.onnx")["verdict"], "pass");
+    assert_eq!(file_report(&r, "encoder_model.onnx")["verdict"], "pass");
 }
 
 #[test]
 fn float16_overflow_is_a_non_finite_finding_with_step_and_tensor() {
-    let (code, r) = check_dir("gpt2-fp16-overflow");
+    let (code, r) = check_folder("gpt2-fp16-overflow");
     assert_eq!(code, 2);
-    let f = file(&r, "model.onnx");
+    let f = file_report(&r, "model.onnx");
     let found: Vec<(&str, i64)> = f["findings"]
         .as_array()
         .unwrap()

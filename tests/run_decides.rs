@@ -8,10 +8,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-fn check_dir(dir: &str) -> (i32, Value) {
-    json(&["check", &format!("models/{dir}"), "--format", "json", "--no-fetch"])
-}
-
 /// The one file's report of a one-file folder (its entry holds the report's fields).
 fn only(r: &Value) -> &Value {
     let files = r["files"].as_array().unwrap();
@@ -35,7 +31,7 @@ fn steps_ok(report: &Value) -> usize {
 
 #[test]
 fn a_dynamo_export_is_driven_by_its_inferred_protocol_and_passes() {
-    let (code, r) = check_dir("dynamo-llama");
+    let (code, r) = check_folder("dynamo-llama");
     let f = only(&r);
     assert_eq!(code, 0, "{}", f["findings"]);
     assert!(steps_ok(f) >= 4, "the run happened: {}", f["runtimes"]);
@@ -55,7 +51,7 @@ fn a_dynamo_export_is_driven_by_its_inferred_protocol_and_passes() {
 
 #[test]
 fn a_fresh_mask_symbol_binds_to_past_plus_new_and_the_run_confirms_it() {
-    let (code, r) = check_dir("custom-total-seq");
+    let (code, r) = check_folder("custom-total-seq");
     let f = only(&r);
     assert_eq!(code, 0, "{}", f["findings"]);
     let binding = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "dim-name").unwrap();
@@ -66,7 +62,7 @@ fn a_fresh_mask_symbol_binds_to_past_plus_new_and_the_run_confirms_it() {
 
 #[test]
 fn positions_that_restart_fail_on_the_run_and_the_mechanism_leads() {
-    let (code, r) = check_dir("custom-positions-restart");
+    let (code, r) = check_folder("custom-positions-restart");
     let f = only(&r);
     assert_eq!(code, 2);
     // The static deviation (no position_ids) no longer stops the run: the run names the mechanism first.
@@ -78,7 +74,7 @@ fn positions_that_restart_fail_on_the_run_and_the_mechanism_leads() {
 
 #[test]
 fn a_chunk_after_a_past_catches_a_mask_built_for_one_new_token() {
-    let (code, r) = check_dir("custom-chunk-mask-bug");
+    let (code, r) = check_folder("custom-chunk-mask-bug");
     let f = only(&r);
     assert_eq!(code, 2);
     assert_eq!(codes(f, "error"), vec!["chunk-after-past".to_string()], "{}", f["findings"]);
@@ -86,7 +82,7 @@ fn a_chunk_after_a_past_catches_a_mask_built_for_one_new_token() {
     assert_eq!(chunk.len(), 3);
     assert!(chunk.iter().all(|c| c[1].as_f64().unwrap() > 0.1), "{chunk:?}");
     // The same check on a correct export of the same model: exactly the uncached logits.
-    let (_, good) = check_dir("custom-total-seq");
+    let (_, good) = check_folder("custom-total-seq");
     let chunk = only(&good)["runtimes"][0]["chunk"].as_array().unwrap().clone();
     assert!(chunk.iter().all(|c| c[1].as_f64().unwrap() < 1e-4), "{chunk:?}");
 }
@@ -121,14 +117,14 @@ fn an_explicit_contract_keeps_its_errors_and_the_model_is_run_anyway() {
 fn fused_alibi_and_sliding_exports_through_optimum_pass_as_they_are() {
     // GPT-BigCode's fused key_value cache grows on axis 1; Bloom has no positions; Gemma 3 alternates windows.
     for dir in ["gpt-bigcode-tiny", "bloom-tiny", "gemma3-tiny"] {
-        let (code, r) = check_dir(dir);
+        let (code, r) = check_folder(dir);
         let f = only(&r);
         assert_eq!(code, 0, "{dir}: {}", f["findings"]);
         assert!(steps_ok(f) >= 4, "{dir}: {}", f["runtimes"]);
         let chunk = f["runtimes"][0]["chunk"].as_array().unwrap();
         assert!(chunk.iter().all(|c| c[1].as_f64().unwrap() < 1e-4), "{dir}: {chunk:?}");
     }
-    let (_, r) = check_dir("gpt-bigcode-tiny");
+    let (_, r) = check_folder("gpt-bigcode-tiny");
     let pairs = only(&r)["runtimes"][0]["cache_pairs"].as_array().unwrap().clone();
     assert!(pairs.iter().any(|p| p[0] == "past_key_values.0.key_value"), "{pairs:?}");
 }
@@ -137,7 +133,7 @@ fn fused_alibi_and_sliding_exports_through_optimum_pass_as_they_are() {
 fn a_speech_model_on_raw_samples_gets_as_many_samples_as_its_encoder_needs() {
     // Moonshine (optimum-cli): the encoder's conv stack needs at least 895 samples for one frame;
     // its output-length expression says how many, and every decoder form then runs.
-    let (code, r) = check_dir("moonshine-tiny");
+    let (code, r) = check_folder("moonshine-tiny");
     assert_eq!(code, 0, "{r:#}");
     let files = r["files"].as_array().unwrap();
     for name in ["decoder_model_merged.onnx", "decoder_with_past_model.onnx"] {
@@ -152,7 +148,7 @@ fn a_speech_model_on_raw_samples_gets_as_many_samples_as_its_encoder_needs() {
 #[test]
 fn conv_states_are_zero_filled_carried_and_never_grown() {
     // LFM2 from the onnxruntime-genai builder: KV on attention layers 1 and 3, conv states on 0 and 2.
-    let (_, r) = check_dir("lfm2-genai");
+    let (_, r) = check_folder("lfm2-genai");
     let f = only(&r);
     let steps = f["runtimes"][0]["steps"].as_array().unwrap();
     assert!(steps.iter().filter(|s| s["ok"] == true).count() >= 4, "{}", f["runtimes"]);

@@ -48,12 +48,6 @@ pub struct FeedGuard {
     history: Vec<(usize, Tensors)>,
 }
 
-/// The layer index and the last word of a cache tensor's name.
-fn slot_of(name: &str) -> (Option<&str>, Option<&str>) {
-    let layer = name.split(['.', '_']).find(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
-    (layer, name.rsplit(['.', '_']).next())
-}
-
 impl FeedGuard {
     /// A guard for one model.
     pub fn new(name: &str, sig: Signature, plan: Option<Plan>) -> Self {
@@ -291,12 +285,13 @@ impl FeedGuard {
     fn provenance(&self, past: &str, present: &str, fed: &TensorMeta) -> Option<String> {
         let (call, name) = self.origin(fed)?;
         let last = self.history.last().map(|(c, _)| *c)?;
-        let (want, got) = (slot_of(present), slot_of(&name));
+        let slot = |n: &str| crate::model::names::cache_slot(n).map(|(layer, kind, _)| (layer, kind));
+        let (want, got) = (slot(present), slot(&name));
         let why = if call < last {
             format!("a present from {} calls back: a stale cache", last - call + 1)
-        } else if want.0 != got.0 {
+        } else if want.map(|w| w.0) != got.map(|g| g.0) {
             "another layer's present: the layers are swapped".to_string()
-        } else if want.1 != got.1 {
+        } else if want.map(|w| w.1) != got.map(|g| g.1) {
             "the other half of the pair: key and value are swapped".to_string()
         } else {
             "another output of that call".to_string()

@@ -64,12 +64,7 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
                 ))
             }
             // onnxruntime-genai's Whisper: the encoder computes the cross caches itself.
-            None if encoder.is_some_and(|enc| {
-                let cross = || e.sig.inputs.iter().filter(|p| crate::model::names::is_cross_name(&p.name));
-                cross().next().is_some()
-                    && cross().all(|p| enc.sig.output(&p.name.replacen("past", "present", 1)).is_some())
-            }) =>
-            {
+            None if folder.cross_from_encoder(e) => {
                 with_encoder("with-past decoder alone: empty self past, the cross past the encoder computes")
             }
             None => with_encoder(

@@ -295,7 +295,9 @@ impl Checker {
         mut findings: Vec<Finding>,
     ) -> Result<Report, Error> {
         findings.extend(contract::check(sig, contract));
-        findings.extend(crate::plan::faults::present_dtypes(sig));
+        // The protocol read from the graph, once: its static faults, the run and the settling read it.
+        let inferred = crate::plan::infer::infer(sig, &setup.hints);
+        findings.extend(crate::plan::faults::present_dtypes(sig, &inferred));
         // Decoder-only without position_ids: positions follow the past length inside
         // the graph, right at batch 1 and shifted for every left-padded row.
         let decoder_only = sig.input("encoder_hidden_states").is_none()
@@ -316,9 +318,9 @@ impl Checker {
             // run whenever a plan can be made, also when the static check failed.
             let static_end = findings.len();
             let static_failed = any_error(&findings);
-            runtimes = self.run_runtimes(model, sig, contract, setup, &mut findings)?;
+            runtimes = self.run_runtimes(model, sig, &inferred, contract, setup, &mut findings)?;
             if static_failed {
-                let how = settle::Settle::of(sig, contract, setup.builtin_contract, &setup.hints);
+                let how = settle::Settle::of(&inferred, contract, setup.builtin_contract);
                 settle::settle(&mut findings, static_end, &runtimes, how);
             }
         }
@@ -331,6 +333,7 @@ impl Checker {
         &self,
         _model: &Path,
         _sig: &crate::model::signature::Signature,
+        _inferred: &crate::plan::roles::Inferred,
         _contract: &Contract,
         _setup: &Setup,
         _findings: &mut Vec<Finding>,
@@ -343,13 +346,13 @@ impl Checker {
         &self,
         model: &Path,
         sig: &crate::model::signature::Signature,
+        inferred: &crate::plan::roles::Inferred,
         contract: &Contract,
         setup: &Setup,
         findings: &mut Vec<Finding>,
     ) -> Result<Vec<RuntimeReport>, Error> {
         use crate::engine::{child, locate, options};
         use crate::plan;
-        let inferred = plan::infer::infer(sig, &setup.hints);
         if !sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name)) && inferred.pairs.is_empty() {
             // A decoder without past inputs has no cache to drive (a split
             // pair's step-0 half, or an encoder): the static check is its check.
@@ -368,7 +371,7 @@ impl Checker {
             }
         };
         // An input nobody can place: say which and why, never guess it.
-        if let Some(f) = plan::faults::unplaced(&plan, &inferred, sig) {
+        if let Some(f) = plan::faults::unplaced(&plan, inferred, sig) {
             findings.push(f);
             return Ok(Vec::new());
         }

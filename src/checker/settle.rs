@@ -47,13 +47,11 @@ pub(crate) struct Settle {
 impl Settle {
     /// What the inference of `sig` says, against `contract`.
     pub(crate) fn of(
-        sig: &crate::model::signature::Signature,
+        inferred: &crate::plan::roles::Inferred,
         contract: &crate::contract::Contract,
         builtin: bool,
-        hints: &crate::plan::infer::Hints,
     ) -> Settle {
-        let inferred = crate::plan::infer::infer(sig, hints);
-        let same_caches = same_caches(&inferred, contract);
+        let same_caches = same_caches(inferred, contract);
         let fixed_shapes = inferred.cache_form == crate::plan::roles::CacheForm::StaticBuffer;
         Settle { builtin, same_caches, fixed_shapes }
     }

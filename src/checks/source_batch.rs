@@ -7,7 +7,7 @@
 
 use crate::checks::batch::{against_alone, all_three, bound, not_run};
 use crate::engine::context::Ctx;
-use crate::engine::encoder::samples_for;
+use crate::engine::encoder::{samples_for, states_in};
 use crate::engine::events::{Event, StepIssue};
 use crate::engine::feeds::{past_zeros, Cache, Feed, StepInput, Values};
 use crate::engine::session::{declared_inputs, run};
@@ -64,11 +64,7 @@ fn audio_sources(ctx: &mut Ctx<'_>) -> Result<Option<Sources>, String> {
                 },
             })
             .collect();
-        let out = run(enc, &feeds)?;
-        out.infos
-            .iter()
-            .find_map(|i| out.floats.get(&i.name).filter(|a| a.ndim() == 3).cloned())
-            .ok_or_else(|| "the encoder returned no [batch, length, hidden] tensor".into())
+        states_in(&run(enc, &feeds)?).ok_or_else(|| "the encoder returned no [batch, length, hidden] tensor".into())
     };
     let batch = encode(&[&long, &short])?;
     let long_alone = encode(&[&long])?;
@@ -124,11 +120,7 @@ fn sources(ctx: &mut Ctx<'_>) -> Result<Option<Sources>, String> {
                 }
             })
             .collect();
-        let out = run(enc, &feeds)?;
-        out.infos
-            .iter()
-            .find_map(|i| out.floats.get(&i.name).filter(|a| a.ndim() == 3).cloned())
-            .ok_or_else(|| "the encoder returned no [batch, length, hidden] tensor".into())
+        states_in(&run(enc, &feeds)?).ok_or_else(|| "the encoder returned no [batch, length, hidden] tensor".into())
     };
     let batch = encode(&[&long, &short], &mask)?;
     let long_alone = encode(&[&long], &[1; LONG])?;

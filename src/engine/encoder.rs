@@ -33,6 +33,11 @@ pub(crate) fn states(
 /// in the plan's cross-past order; empty when it does not give every one.
 pub(crate) type Encoded = (Vec<Feed>, ArrayD<f32>, Vec<ArrayD<f32>>);
 
+/// An encoder's states among its outputs: the first float `[batch, length, hidden]`.
+pub(crate) fn states_in(out: &feeds::Outputs) -> Option<ArrayD<f32>> {
+    out.infos.iter().find_map(|i| out.floats.get(&i.name).filter(|a| a.ndim() == 3).cloned())
+}
+
 /// One second at 16 kHz: what speech encoders take when their graph does not say.
 const ONE_SECOND: usize = 16_000;
 
@@ -138,10 +143,8 @@ pub(crate) fn states_on(
     emit(crate::engine::events::Event::Encoding { model, feeds: feeds.iter().map(Feed::info).collect() });
     let out = run(s, &feeds)?;
     emit(crate::engine::events::Event::Encoded);
-    let states =
-        out.infos.iter().find_map(|i| out.floats.get(&i.name).filter(|a| a.ndim() == 3).cloned()).ok_or_else(|| {
-            format!("{}: the encoder returned no [batch, length, hidden] float tensor", path.display())
-        })?;
+    let states = states_in(&out)
+        .ok_or_else(|| format!("{}: the encoder returned no [batch, length, hidden] float tensor", path.display()))?;
     let cross: Option<Vec<ArrayD<f32>>> = plan.cross_past.iter().map(|c| out.floats.get(&c.present).cloned()).collect();
     Ok((feeds, states, cross.unwrap_or_default()))
 }

@@ -96,22 +96,6 @@ fn adapt(c: &mut Contract, role: Role) {
     }
 }
 
-/// `(layer, key|value, cross?)` of a cache tensor name in any convention
-/// (`past_key_values.3.decoder.key`, `past_key_3`, `present.3.value`, `past.3.key`).
-fn cache_slot(name: &str) -> Option<(i64, &'static str, bool)> {
-    let layer = name.split(|c: char| !c.is_ascii_digit()).find(|s| !s.is_empty())?.parse().ok()?;
-    // `past_key_values` names the family, not the slot.
-    let rest = name.replacen("past_key_values", "", 1);
-    let kind = if rest.contains("key") {
-        "key"
-    } else if rest.contains("value") {
-        "value"
-    } else {
-        return None;
-    };
-    Some((layer, kind, name.contains("encoder") || name.contains("cross")))
-}
-
 /// The family contract speaks optimum's cache names; a model that names its
 /// cache otherwise (`past_key_0` / `present_key_0`, `past.0.key`, …) is
 /// judged with the contract's cache rules renamed to its own names, slot by
@@ -125,8 +109,8 @@ pub fn rename_cache(c: &mut Contract, sig: &Signature) {
     let presents: Vec<&str> = sig.outputs.iter().map(|p| p.name.as_str()).filter(|n| n.contains("present")).collect();
     let rename = |rules: &mut Vec<crate::contract::TensorRule>, prefix: &str, names: &[&str]| {
         for r in rules.iter_mut().filter(|r| r.name.starts_with(prefix)) {
-            if let Some(slot) = cache_slot(&r.name) {
-                if let Some(n) = names.iter().find(|n| cache_slot(n) == Some(slot)) {
+            if let Some(slot) = crate::model::names::cache_slot(&r.name) {
+                if let Some(n) = names.iter().find(|n| crate::model::names::cache_slot(n) == Some(slot)) {
                     r.name = n.to_string();
                 }
             }
@@ -139,11 +123,9 @@ pub fn rename_cache(c: &mut Contract, sig: &Signature) {
 /// A hybrid's contract: key/value caches only on the layers that have them
 /// (config.json `layer_types`); the family's templates put one on every layer.
 pub fn keep_layers(c: &mut Contract, layers: &[i64]) {
-    let layer = |name: &str| -> Option<i64> {
-        name.split('.').find(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))?.parse().ok()
-    };
-    let cache = |name: &str| crate::model::names::is_past_name(name) || name.starts_with("present");
-    let keep = |name: &str| !cache(name) || layer(name).is_none_or(|l| layers.contains(&l));
+    use crate::model::names::{cache_slot, is_past_name};
+    let cache = |name: &str| is_past_name(name) || name.starts_with("present");
+    let keep = |name: &str| !cache(name) || cache_slot(name).is_none_or(|(l, ..)| layers.contains(&l));
     c.inputs.retain(|r| keep(&r.name));
     c.outputs.retain(|r| keep(&r.name));
 }
@@ -191,10 +173,9 @@ pub fn split_head_dims(c: &mut Contract, key_dim: i64, value_dim: i64) {
         if !cache || r.name.ends_with("key_value") {
             continue;
         }
-        // The last word says which (`past_key_values.0.value` is a value).
-        let (v, p) = match r.name.rsplit(['.', '_']).next() {
-            Some("key") => (key_dim, "key_dim"),
-            Some("value") => (value_dim, "value_dim"),
+        let (v, p) = match crate::model::names::cache_slot(&r.name) {
+            Some((_, "key", _)) => (key_dim, "key_dim"),
+            Some((_, "value", _)) => (value_dim, "value_dim"),
             _ => continue,
         };
         if let Some(last) = r.shape.as_mut().and_then(|s| s.last_mut()) {

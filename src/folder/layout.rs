@@ -114,6 +114,14 @@ impl Layout {
         Ok(Layout { entries: vec![Entry { file, sig, role }], config, genai, family, sizes })
     }
 
+    /// Whether the folder's encoder computes every cross-attention past of `e`
+    /// itself (onnxruntime-genai's Whisper: `present_key_cross_N` for `past_key_cross_N`).
+    pub fn cross_from_encoder(&self, e: &Entry) -> bool {
+        let Some(enc) = self.sibling(e, Role::Encoder) else { return false };
+        let cross = || e.sig.inputs.iter().filter(|p| crate::model::names::is_cross_name(&p.name));
+        cross().next().is_some() && cross().all(|p| enc.sig.output(&p.name.replacen("past", "present", 1)).is_some())
+    }
+
     /// The sibling of `of` with `role`, same variant first, else the plain one.
     pub fn sibling(&self, of: &Entry, role: Role) -> Option<&Entry> {
         let same_dir = |e: &&Entry| e.file.path.parent() == of.file.path.parent();

@@ -24,7 +24,8 @@ pub fn from_model(sig: &Signature) -> Vec<(&'static str, i64, &'static str)> {
         let port = sig.inputs.iter().find(|x| {
             crate::model::names::is_past_name(&x.name)
                 && !x.name.ends_with("key_value")
-                && x.name.rsplit(['.', '_']).next() == Some(if key { "key" } else { "value" })
+                && crate::model::names::cache_slot(&x.name)
+                    .is_some_and(|(_, k, _)| k == if key { "key" } else { "value" })
         })?;
         match port.ty.tensor_parts()?.1?.last()? {
             Dim::Fixed(v) => Some(*v),

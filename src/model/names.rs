@@ -29,3 +29,19 @@ pub fn present_by_convention(past: &str, usable: impl Fn(&str) -> bool) -> Optio
         (p != past && usable(&p)).then_some((p, how))
     })
 }
+
+/// `(layer, key|value, cross?)` of a cache tensor name in any convention
+/// (`past_key_values.3.decoder.key`, `past_key_3`, `present.3.value`, `past.3.key`).
+pub fn cache_slot(name: &str) -> Option<(i64, &'static str, bool)> {
+    let layer = name.split(|c: char| !c.is_ascii_digit()).find(|s| !s.is_empty())?.parse().ok()?;
+    // `past_key_values` names the family, not the slot.
+    let rest = name.replacen("past_key_values", "", 1);
+    let kind = if rest.contains("key") {
+        "key"
+    } else if rest.contains("value") {
+        "value"
+    } else {
+        return None;
+    };
+    Some((layer, kind, name.contains("encoder") || name.contains("cross")))
+}

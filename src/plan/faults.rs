@@ -7,8 +7,7 @@ use crate::model::signature::{Port, Signature};
 
 /// Presents whose element type is not their past's: what a caller feeds
 /// back is refused (or must be converted) at the first cached step.
-pub fn present_dtypes(sig: &Signature) -> Vec<Finding> {
-    let inferred = super::infer::infer(sig, &super::infer::Hints::default());
+pub fn present_dtypes(sig: &Signature, inferred: &super::roles::Inferred) -> Vec<Finding> {
     let elem = |p: Option<&Port>| p.and_then(|p| p.ty.tensor_parts()).map(|(e, _)| e);
     inferred
         .pairs

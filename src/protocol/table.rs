@@ -292,14 +292,6 @@ fn examples(rows: &[FeedRow], prompt_len: i64, enc_len: i64, step0: bool, seq2se
         .collect()
 }
 
-/// Whether the folder's encoder computes every cross-attention past of `e`
-/// itself (`present_key_cross_N` for `past_key_cross_N`).
-fn cross_from_encoder(layout: &Layout, e: &Entry) -> bool {
-    let Some(enc) = layout.sibling(e, Role::Encoder) else { return false };
-    let cross = || e.sig.inputs.iter().filter(|p| crate::model::names::is_cross_name(&p.name));
-    cross().next().is_some() && cross().all(|p| enc.sig.output(&p.name.replacen("past", "present", 1)).is_some())
-}
-
 const PROMPT_LEN: i64 = 4;
 const ENC_LEN: i64 = 7;
 
@@ -366,7 +358,7 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             Role::DecoderOnly => ("decoder-only", e),
             Role::DecoderWithPast => match layout.sibling(e, Role::Decoder) {
                 Some(d) => ("split-pair", d),
-                None if cross_from_encoder(&layout, e) => ("cross-from-encoder", e),
+                None if layout.cross_from_encoder(e) => ("cross-from-encoder", e),
                 None => ("with-past-alone", e),
             },
             _ => continue,
