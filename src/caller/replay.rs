@@ -143,14 +143,17 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
         if models.iter().any(|(n, _, _)| *n == name) {
             continue;
         }
-        let plan =
-            layout.contract_for(e).and_then(|r| r.ok()).and_then(|contract| plan::build(&e.sig, &contract, 1).ok());
+        let plan = layout.plan_for(e, 1).and_then(Result::ok);
         models.push((name, e.sig.clone(), plan));
     }
     let known: Vec<String> = models.iter().map(|(n, _, _)| n.clone()).collect();
     let mut guard = FeedGuard::for_models(models);
-    for c in calls.iter().filter(|c| known.iter().any(|k| k == basename(&c.model))) {
+    for c in &calls {
         let name = basename(&c.model);
+        if !known.iter().any(|k| k == name) {
+            guard.observe(c.call, name, &c.feeds, c.outputs.as_ref());
+            continue;
+        }
         findings.extend(guard.check(c.call, name, &c.feeds));
         // A call the caller's runtime refused is never "both fine": an error,
         // whose fault the re-run of the correct protocol decides.
@@ -163,7 +166,7 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
             f.call = Some(c.call);
             findings.push(f);
         }
-        guard.after(name, c.outputs.as_ref());
+        guard.observe(c.call, name, &c.feeds, c.outputs.as_ref());
     }
     findings.extend(guard.summary());
     let findings = first_departures(findings);
@@ -183,16 +186,28 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
         }
         model_check = Some(report);
     }
-    let model_ok = model_check.as_ref().is_none_or(|r| r.verdict == Verdict::Pass);
+    // A model that could not be run here (no ONNX Runtime) is not judged: the
+    // caller's departures still stand, the model's share stays undecided.
+    let no_runtime = model_check.as_ref().is_some_and(|r| {
+        let mut errors = r.findings.iter().filter(|f| f.severity == Severity::Error).peekable();
+        errors.peek().is_some() && errors.all(|f| f.code == Code::RuntimeLoad)
+    });
+    let model_ok = no_runtime || model_check.as_ref().is_none_or(|r| r.verdict == Verdict::Pass);
     let cost =
         findings.iter().any(|f| f.code == Code::CallerNoCache).then(|| cost(model_check.as_ref(), &calls)).flatten();
     let at_fault = match (caller_ok, model_ok) {
+        (true, true) if no_runtime => "undecided",
         (true, true) => "both fine",
         (false, true) => "caller",
         (true, false) => "model",
         (false, false) => "both",
     };
+    let unrun = model_check
+        .as_ref()
+        .and_then(|r| r.findings.iter().find(|f| f.code == Code::RuntimeLoad))
+        .map(|f| format!("the model was not run (no ONNX Runtime here: {})", f.message));
     let summary = match at_fault {
+        "undecided" => format!("undecided: every call follows the protocol; {}", unrun.clone().unwrap_or_default()),
         "both fine" => "both fine: the caller follows the protocol and the model honours it".to_string(),
         "caller" => {
             let errors: Vec<&Finding> = findings.iter().filter(|f| f.severity == Severity::Error).collect();
@@ -212,6 +227,10 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
                 Some(_) if only_slow => "; its calls run and their results are right, paid for by recomputing the prefix every call; the cached protocol passes on the same model".into(),
                 Some(_) => "; its calls run without an error but compute something else (no crash to warn it); the correct protocol passes on the same model".into(),
                 None => String::new(),
+            };
+            let shown = match &unrun {
+                Some(why) => format!("; {why}"),
+                None => shown,
             };
             format!("caller: {first}{shown}")
         }
@@ -241,7 +260,7 @@ fn reproduce(layout: &Layout, d: &Entry, calls: &[Call]) -> Result<Reproduction,
         let text = crate::contract::init::init(&d.sig, &d.file.rel);
         crate::contract::parse(Path::new("own.yaml"), &text, &[]).map_err(|e| e.to_string())
     };
-    let plan = match layout.contract_for(d).and_then(|c| c.ok()).map(|c| plan::build(&d.sig, &c, 1)) {
+    let plan = match layout.plan_for(d, 1) {
         Some(Ok(p)) => p,
         _ => plan::build(&d.sig, &own()?, 1)?,
     };

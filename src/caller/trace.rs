@@ -138,7 +138,8 @@ pub fn describe(v: &ort::value::DynValue) -> TensorRecord {
     .to_string();
     let mut hasher = sha1_smol::Sha1::new();
     hasher.update(dtype.as_bytes());
-    hasher.update(format!("{shape:?}").as_bytes());
+    // The Python recorder's header (`float32[1, 8, 0, 4]\n`): one digest for one tensor in every recorder.
+    hasher.update(format!("{shape:?}\n").as_bytes());
     let mut value = None;
     if let Ok((_, data)) = v.try_extract_tensor::<f32>() {
         data.iter().for_each(|x| hasher.update(&x.to_le_bytes()));

@@ -31,10 +31,7 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
                 && x.file.path.parent() == e.file.path.parent()
         });
         if let Some(f) = fp32 {
-            let plan = folder
-                .contract_for(f)
-                .and_then(|c| c.ok())
-                .and_then(|c| crate::plan::build_with(&f.sig, &c, 1, &folder.hints()).ok());
+            let plan = folder.plan_for(f, 1).and_then(Result::ok);
             setup.compare_to = plan.map(|p| (f.file.path.clone(), p));
             setup.compare_encoder = folder.sibling(f, Role::Encoder).map(|x| x.file.path.clone());
         }

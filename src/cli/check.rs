@@ -91,8 +91,7 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         }
         _ => None,
     };
-    let no_fetch =
-        args.no_fetch || std::env::var_os("ONNX_CONTRACT_NO_FETCH").is_some_and(|v| !v.is_empty() && v != "0");
+    let no_fetch = no_fetch(args.no_fetch);
     let mut checker = Checker::new()
         .static_only(args.static_only)
         .force_run(args.force_run)
@@ -135,6 +134,11 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
     let report = checker.run(&args.model)?;
     emit(&renderer.render(&report));
     Ok(exit_code(report.verdict, report.errors().map(|f| f.code)))
+}
+
+/// `--no-fetch`, or ONNX_CONTRACT_NO_FETCH set to anything but empty or 0.
+pub(crate) fn no_fetch(flag: bool) -> bool {
+    flag || std::env::var_os("ONNX_CONTRACT_NO_FETCH").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 #[cfg(test)]

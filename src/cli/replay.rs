@@ -13,16 +13,27 @@ pub(crate) struct ReplayArgs {
     /// The model file or export folder the application called.
     #[arg(long)]
     model: PathBuf,
+    /// Never fetch ONNX Runtime with pip when none is installed (also ONNX_CONTRACT_NO_FETCH=1).
+    #[arg(long)]
+    no_fetch: bool,
 }
 
 pub(crate) fn run(args: ReplayArgs, json_out: bool) -> Result<i32, Fail> {
-    let ReplayArgs { trace, model } = args;
-    let checker = Checker::new().fetch(false).on_progress(progress_line());
+    let ReplayArgs { trace, model, no_fetch } = args;
+    let no_fetch = super::check::no_fetch(no_fetch);
+    let checker = Checker::new()
+        .fetch(!no_fetch)
+        .on_notice(|text| eprintln!("onnx-contract: {text} (--no-fetch forbids this)"))
+        .on_progress(progress_line());
     let r = onnx_contract::caller::replay::replay(&checker, &trace, &model)?;
     if json_out {
         emit(&json::to_text(&r));
     } else {
         emit(&table::replay(&r));
     }
-    Ok(if r.verdict == Verdict::Pass { exit::OK } else { exit::VIOLATED })
+    Ok(match (r.verdict, r.at_fault.as_str()) {
+        (Verdict::Pass, "undecided") => exit::NO_RUNTIME,
+        (Verdict::Pass, _) => exit::OK,
+        _ => exit::VIOLATED,
+    })
 }

@@ -203,6 +203,16 @@ impl Layout {
         }
     }
 
+    /// The decoding plan of `e` (`None` for a file of unknown role), built
+    /// once here from its contract and the folder's hints, so that the
+    /// check, `protocol`, `replay` and the guard all drive the same protocol.
+    pub fn plan_for(&self, e: &Entry, batch: i64) -> Option<Result<crate::plan::Plan, String>> {
+        let contract = self.contract_for(e)?;
+        Some(
+            contract.map_err(|c| c.to_string()).and_then(|c| crate::plan::build_with(&e.sig, &c, batch, &self.hints())),
+        )
+    }
+
     /// What config.json and genai_config.json state that `e` contradicts.
     pub fn mismatches(&self, e: &Entry) -> Vec<Finding> {
         let mut out = match &self.config {

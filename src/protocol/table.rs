@@ -10,7 +10,7 @@ use crate::model::fold::fold;
 use crate::model::signature::Dim;
 use crate::plan::infer::infer;
 use crate::plan::roles::Inferred;
-use crate::plan::{self, Family, Plan};
+use crate::plan::{Family, Plan};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -296,8 +296,7 @@ const PROMPT_LEN: i64 = 4;
 const ENC_LEN: i64 = 7;
 
 fn plan_of(layout: &Layout, e: &Entry) -> Option<Plan> {
-    let contract = layout.contract_for(e)?.ok()?;
-    plan::build_with(&e.sig, &contract, 1, &layout.hints()).ok()
+    layout.plan_for(e, 1)?.ok()
 }
 
 fn rules(plan: &Plan, form: &str, e: &Entry) -> Vec<String> {

@@ -1,0 +1,358 @@
+//! One decoder call judged against the plan and what its generation has
+//! bound so far: the branch flag, each past against the present it must be
+//! (named by where it did come from), the cross past, the whole prefix fed
+//! again, buffers' length, the batch, the encoder states, the mask, the
+//! positions and cache slots continuing the real length, embeddings of this
+//! call's tokens. Every rule reads the plan; no rule names a model family.
+
+use super::origin::History;
+use super::{Generation, Tensors};
+use crate::finding::{Code, Finding};
+use crate::model::fold::fold_names;
+use crate::plan::{Family, Plan};
+
+/// What one decoder call feeds, read through the plan.
+pub(super) struct Call {
+    pub index: usize,
+    /// The first decoder call of its generation.
+    pub first: bool,
+    /// Tokens (or embedding vectors) fed.
+    pub new_tokens: i64,
+    /// Their ids, when the trace holds them.
+    pub ids: Option<Vec<i64>>,
+    pub batch: Option<i64>,
+    /// A growing past's length on the sequence axis.
+    pub past_len: Option<i64>,
+    /// A fixed buffer's length on the sequence axis.
+    pub buffer_len: Option<i64>,
+    /// The branch flag's value.
+    pub flag: Option<i64>,
+    /// The encoder states' digest.
+    pub encoder_states: Option<String>,
+}
+
+impl Call {
+    pub fn read(plan: &Plan, feeds: &Tensors, index: usize) -> Call {
+        let tokens = feeds.get(&plan.input_ids).or_else(|| plan.inputs_embeds.as_ref().and_then(|e| feeds.get(e)));
+        let seq = plan.seq_axis;
+        let axis_of = |fixed: bool| {
+            plan.self_past
+                .iter()
+                .filter(|c| if fixed { c.buffer } else { !c.fixed })
+                .find_map(|c| feeds.get(&c.past))
+                .and_then(|r| r.shape.get(seq).copied())
+        };
+        Call {
+            index,
+            first: false,
+            new_tokens: tokens.and_then(|r| r.shape.get(1).copied()).unwrap_or(1),
+            ids: feeds.get(&plan.input_ids).and_then(|r| r.value.clone()),
+            batch: tokens.and_then(|r| r.shape.first().copied()),
+            past_len: axis_of(false),
+            buffer_len: axis_of(true),
+            flag: plan.branch_flag.as_ref().and_then(|f| feeds.get(f)).and_then(|r| r.value.as_ref()?.first().copied()),
+            encoder_states: plan.encoder_hidden_states.as_ref().and_then(|e| feeds.get(e)?.digest.clone()),
+        }
+    }
+}
+
+/// What judging one call found.
+pub(super) struct Judged {
+    pub findings: Vec<Finding>,
+    /// The call ran the no-cache path re-feeding the prefix one token longer.
+    pub no_cache_refeed: bool,
+}
+
+/// The call feeds the whole prefix again, one token longer than the last call.
+pub(super) fn refeeds(g: &Generation, c: &Call) -> bool {
+    match &g.prev_ids {
+        Some((n, Some(prev))) => match &c.ids {
+            Some(ids) => ids.len() == n + 1 && ids.starts_with(prev),
+            None => c.new_tokens as usize == n + 1,
+        },
+        Some((n, None)) => c.new_tokens as usize == n + 1,
+        None => false,
+    }
+}
+
+/// A new sequence begins: a decoder-only caller feeds an empty past again, or
+/// every fixed buffer and state is fed as fresh zeros (a new generation, not
+/// a lost cache: the KV pasts are zeroed too).
+pub(super) fn starts_anew(plan: &Plan, g: &Generation, c: &Call, history: &mut History, feeds: &Tensors) -> bool {
+    if g.calls == 0 || plan.branch_flag.is_some() {
+        return false;
+    }
+    if plan.self_past.iter().all(|p| !p.fixed) {
+        return c.past_len == Some(0);
+    }
+    let fresh = plan.self_past.iter().filter_map(|p| feeds.get(&p.past)).all(|r| history.is_zeros(r));
+    let at_zero =
+        plan.cache_position.as_ref().and_then(|p| feeds.get(p)?.value.clone()).is_none_or(|v| v.first() == Some(&0));
+    fresh && at_zero
+}
+
+/// Every departure of call `c`, given what its generation `g` has bound.
+pub(super) fn judge(
+    plan: &Plan,
+    g: &Generation,
+    history: &mut History,
+    c: &Call,
+    feeds: &Tensors,
+    refeed: bool,
+) -> Judged {
+    let mut out = Vec::new();
+    let first = c.first || (g.calls == 0 && g.prev.is_none());
+    let cached = match c.flag {
+        Some(f) => f != 0,
+        None => plan.branch_flag.is_none() && !first,
+    };
+    let flag_name = plan.branch_flag.as_deref().unwrap_or("");
+    // The real length before this call: a growing past says it; a buffer
+    // keeps its size, so the tokens fed so far do.
+    let real = match c.past_len {
+        Some(l) if plan.buffer.is_none() => l,
+        _ if first => 0,
+        _ => g.tokens,
+    };
+    if let (Some(f), Some(l)) = (c.flag, c.past_len) {
+        if f != 0 && l == 0 && g.step0.is_none() {
+            out.push(Finding::error(
+                Code::CallerFlag,
+                format!("`{flag_name}` is true (cached branch) with an empty past (length 0): step 0 runs the no-cache branch"),
+            ));
+        }
+        if f == 0 && !first && (l > 1 || fed_back(plan, feeds, g)) {
+            out.push(Finding::error(Code::CallerFlag, format!(
+                "`{flag_name}` is false after step 0 while a past of length {l} is fed: the no-cache branch ignores it, the cache is not used"
+            )));
+        }
+    }
+    if cached {
+        out.extend(self_pasts(plan, g, history, feeds));
+        out.extend(cross_pasts(plan, g, history, feeds));
+        let whole = c.new_tokens > 1 && real > 0 && (refeed || c.new_tokens == real + 1);
+        if whole {
+            out.push(Finding::error(Code::CallerPrefix, format!(
+                "`{}` feeds {} tokens on top of a past of length {real}: the whole prefix again (only the new tokens go with a cache)",
+                plan.input_ids, c.new_tokens
+            )));
+        }
+        out.extend(bound(g, c, real));
+    }
+    out.extend(continuing(plan, c, feeds, real));
+    out.extend(embeddings(plan, history, feeds, c.index));
+    Judged { findings: out, no_cache_refeed: !cached && !first && refeed }
+}
+
+/// Whether the past fed is exactly the previous call's present.
+fn fed_back(plan: &Plan, feeds: &Tensors, g: &Generation) -> bool {
+    let Some((_, prev)) = &g.prev else { return false };
+    plan.self_past.iter().any(|c| match (feeds.get(&c.past), prev.get(&c.present)) {
+        (Some(a), Some(b)) => a.digest.is_some() && a.digest == b.digest,
+        _ => false,
+    })
+}
+
+/// Self-attention pasts, buffers and states: the previous call's presents.
+fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, feeds: &Tensors) -> Option<Finding> {
+    let (last, prev) = g.prev.as_ref()?;
+    let seq = plan.seq_axis;
+    let mut wrong = Vec::new();
+    let mut detail = String::new();
+    for c in &plan.self_past {
+        let (Some(fed), Some(present)) = (feeds.get(&c.past), prev.get(&c.present)) else { continue };
+        let other_values = fed.digest.is_some() && present.digest.is_some() && fed.digest != present.digest;
+        if fed.shape != present.shape || other_values {
+            wrong.push(c.past.clone());
+        } else {
+            continue;
+        }
+        if !detail.is_empty() {
+            continue;
+        }
+        detail = if let Some(p) = history.provenance(&c.past, &c.present, fed, *last) {
+            p
+        } else if history.is_zeros(fed) {
+            let what = if c.fixed && !c.buffer {
+                "a state is carried from call to call, never zeroed again"
+            } else if c.buffer {
+                "the buffer written so far is thrown away"
+            } else {
+                "the cache so far is thrown away"
+            };
+            format!("`{}` is fresh zeros {:?} ({what}); feed `{}` of call {last}", c.past, fed.shape, c.present)
+        } else if fed.shape != present.shape {
+            format!(
+                "length {} on axis {seq} where the previous present has {}",
+                fed.shape.get(seq).copied().unwrap_or(-1),
+                present.shape.get(seq).copied().unwrap_or(-1)
+            )
+        } else {
+            format!("same shape {:?}, other values (no earlier output has them)", fed.shape)
+        };
+    }
+    (!wrong.is_empty()).then(|| {
+        Finding::error(
+            Code::CallerPast,
+            format!("{} is not the previous call's present: {detail}", fold_names(&wrong).join(", ")),
+        )
+        .names(wrong)
+    })
+}
+
+/// Cross-attention pasts: step 0's presents, kept.
+fn cross_pasts(plan: &Plan, g: &Generation, history: &History, feeds: &Tensors) -> Option<Finding> {
+    let mut dummy = Vec::new();
+    let mut other = Vec::new();
+    for c in &plan.cross_past {
+        let Some(fed) = feeds.get(&c.past) else { continue };
+        if fed.shape.first() == Some(&0) {
+            dummy.push(c.past.clone());
+        } else if let Some((_, kept)) = g.step0.as_ref().and_then(|(i, s)| Some((i, s.get(&c.present)?))) {
+            if fed.digest.is_some() && kept.digest.is_some() && fed.digest != kept.digest {
+                other.push(c.past.clone());
+            }
+        }
+    }
+    if let Some(first_dummy) = dummy.first() {
+        let shape = feeds.get(first_dummy).map(|r| r.shape.clone()).unwrap_or_default();
+        // Where it came from, when the trace's digests say.
+        let like = plan.cross_past.iter().find(|c| c.past == *first_dummy).map_or("", |c| c.present.as_str());
+        let from = feeds.get(first_dummy).and_then(|f| history.origin_like(f, like)).map_or(String::new(), |(e, name)| {
+            let kept = g.step0.as_ref().map_or(0, |(c, _)| *c);
+            format!(" (`{first_dummy}` = `{name}` of call {}, which the cache branch returns as a placeholder; feed call {kept}'s encoder presents for every later call)", e.call)
+        });
+        return Some(Finding::error(Code::CallerCrossPast, format!(
+            "{} is {shape:?}: the cached branch's dummy present.*.encoder.* fed back as the cross-attention past; keep step 0's{from}",
+            fold_names(&dummy).join(", ")
+        )).names(dummy));
+    }
+    (!other.is_empty()).then(|| {
+        Finding::error(
+            Code::CallerCrossPast,
+            format!(
+                "{} is not step 0's present.*.encoder.*: the cross-attention past is taken once, at step 0, and kept",
+                fold_names(&other).join(", ")
+            ),
+        )
+        .names(other)
+    })
+}
+
+/// What a generation binds once: the batch, the buffers' length, the encoder states.
+fn bound(g: &Generation, c: &Call, real: i64) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let (Some((b0, at)), Some(b)) = (g.batch, c.batch) {
+        if b != b0 {
+            out.push(Finding::error(
+                Code::CallerBatch,
+                format!(
+                "the batch is {b} here and was {b0} at call {at}: a generation keeps its rows (every cache holds {b0})"
+            ),
+            ));
+        }
+    }
+    if let (Some((l0, at)), Some(l)) = (g.buffer_len, c.buffer_len) {
+        if l != l0 {
+            out.push(Finding::error(Code::CallerPast, format!(
+                "the cache buffers are {l} long here and were {l0} at call {at}: a fixed buffer keeps its length, written in place"
+            )));
+        }
+    }
+    if let Some(l) = c.buffer_len.filter(|&l| real + c.new_tokens > l) {
+        out.push(Finding::error(
+            Code::CallerPast,
+            format!(
+                "{} tokens do not fit buffers of {l}: the generation is longer than the cache it was given",
+                real + c.new_tokens
+            ),
+        ));
+    }
+    if let (Some((d0, at)), Some(d)) = (&g.encoder_states, &c.encoder_states) {
+        if d != d0 {
+            out.push(Finding::error(
+                Code::CallerEncoder,
+                format!(
+                "the encoder states fed are not those of call {at}: one source's states for every call of a generation"
+            ),
+            ));
+        }
+    }
+    out
+}
+
+/// The mask, positions and cache slots: they continue the real length.
+fn continuing(plan: &Plan, c: &Call, feeds: &Tensors, real: i64) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let n = c.new_tokens;
+    let want: Vec<i64> = (real..real + n).collect();
+    if plan.family == Family::DecoderOnly {
+        if let Some((m, r)) = plan.attention_mask.as_ref().and_then(|m| feeds.get(m).map(|r| (m, r))) {
+            let len = r.shape.get(1).copied().unwrap_or(-1);
+            let over_buffer =
+                plan.buffer.as_ref().filter(|b| b.mask_over_buffer).map(|b| c.buffer_len.unwrap_or(b.len));
+            match over_buffer {
+                Some(b) if len != b => out.push(Finding::error(Code::CallerMask, format!(
+                    "`{m}` covers {len} positions; this export's mask spans the whole cache buffer ({b}), ones over the {} tokens so far",
+                    real + n
+                ))),
+                None if len != real + n => out.push(Finding::error(Code::CallerMask, format!(
+                    "`{m}` covers {len} positions; the past ({real}) + the new tokens ({n}) are {}: the mask covers past AND new, whatever the dim name says",
+                    real + n
+                ))),
+                _ => {}
+            }
+        }
+        if let Some((p, r)) = plan.position_ids.as_ref().and_then(|p| feeds.get(p).map(|r| (p, r))) {
+            if let Some(v) = r.value.as_ref().filter(|v| v.len() as i64 == n && **v != want) {
+                out.push(Finding::error(
+                    Code::CallerPositions,
+                    format!(
+                        "`{p}` is {v:?}; after a past of {real} the positions are {want:?}: they continue the past"
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some((p, r)) = plan.cache_position.as_ref().and_then(|p| feeds.get(p).map(|r| (p, r))) {
+        if let Some(v) = r.value.as_ref().filter(|v| v.len() as i64 == n && **v != want) {
+            out.push(Finding::error(Code::CallerPositions, format!(
+                "`{p}` is {v:?}; after {real} tokens the slots written are {want:?}: the cache position continues the real length (the buffer keeps its size)"
+            )));
+        }
+    }
+    if let Some(bad) = c.ids.as_ref().and_then(|ids| ids.iter().find(|&&i| i < 0 || i >= plan.vocab)) {
+        out.push(Finding::error(Code::CallerSignature, format!(
+            "`{}` holds {bad}, outside the vocabulary of {} (a Gather on the embedding table fails or reads another row)",
+            plan.input_ids, plan.vocab
+        )));
+    }
+    out
+}
+
+/// Embeddings: the output of the embedding call made for this call's tokens.
+fn embeddings(plan: &Plan, history: &History, feeds: &Tensors, call: usize) -> Option<Finding> {
+    let name = plan.inputs_embeds.as_ref()?;
+    let (from, out) = history.origin(feeds.get(name)?)?;
+    let newest = history.last_of(&from.model, call)?;
+    if newest.call == from.call {
+        return None;
+    }
+    let ids = |e: &super::origin::Earlier| {
+        e.fed_values.iter().find(|(n, _)| n.contains("ids")).map_or(String::new(), |(_, v)| format!(" on ids {v:?}"))
+    };
+    Some(
+        Finding::error(
+            Code::CallerEmbeds,
+            format!(
+                "`{name}` = `{out}` of call {} ({}{}), not of call {}{}, the embedding call made for this step: feed the embeddings of this call's tokens",
+                from.call,
+                from.model,
+                ids(from),
+                newest.call,
+                ids(newest)
+            ),
+        )
+        .tensor(name),
+    )
+}
