@@ -29,6 +29,9 @@ pub enum Error {
     /// A folder's config.json or generation_config.json is unreadable.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A caller trace cannot be read (the file and line to blame).
+    #[error(transparent)]
+    Trace(#[from] TraceError),
     /// [`Checker::run`](crate::Checker::run) was called without a contract.
     #[error("no contract to check against: give the checker a contract")]
     NoContract,
@@ -117,5 +120,17 @@ pub struct ConfigError {
     /// The file.
     pub path: PathBuf,
     /// What is wrong, with line and column for JSON syntax.
+    pub message: String,
+}
+
+/// A trace that cannot be read, with the file and line.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct TraceError {
+    /// The trace file.
+    pub path: PathBuf,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong.
     pub message: String,
 }

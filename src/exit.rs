@@ -10,7 +10,7 @@ pub const INTERNAL: i32 = 1;
 pub const VIOLATED: i32 = 2;
 /// Bad command line (EX_USAGE).
 pub const USAGE: i32 = 64;
-/// The model file cannot be read as ONNX (EX_DATAERR).
+/// The model file cannot be read as ONNX, or a caller trace cannot be read (EX_DATAERR).
 pub const BAD_MODEL: i32 = 65;
 /// ONNX Runtime cannot be found or loaded (EX_UNAVAILABLE).
 pub const NO_RUNTIME: i32 = 69;
@@ -23,7 +23,7 @@ Exit codes:
    0  contract honoured (diff: no differences)
    2  contract violated (diff: models differ)
   64  usage error
-  65  unreadable model (not ONNX, truncated, missing external data)
+  65  unreadable model (not ONNX, truncated, missing external data) or trace
   69  ONNX Runtime not found or not loadable
   78  invalid contract (YAML syntax, unknown keys, bad values)
    1  internal error";

@@ -206,3 +206,47 @@ fn a_dim_variable_bound_two_ways_is_a_finding_not_a_crash() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert!(v["findings"].as_array().unwrap().iter().any(|f| f["code"] == "dim-binding"));
 }
+
+/// Caller traces that cannot be replayed: each a clear error naming the file
+/// and the line, exit 65, in bounded time and memory (tests/bad/traces/).
+const TRACE_CASES: &[(&str, &str)] = &[
+    ("truncated.jsonl", "truncated.jsonl:2: not a trace line: EOF while parsing"),
+    ("non-utf8.jsonl", "non-utf8.jsonl:2: not UTF-8 text"),
+    ("deep.jsonl", "deep.jsonl: none of its 1 calls is to models/gpt2-tiny (it calls m.onnx)"),
+    (
+        "negative-shape.jsonl",
+        "negative-shape.jsonl:2: `past_key_values.0.key` has shape [1, 4, -3, 8]: a negative size",
+    ),
+    ("not-json.jsonl", "not-json.jsonl:1: not a trace line"),
+    ("wrong-types.jsonl", "wrong-types.jsonl:1: not a trace line: invalid value: integer `-1`"),
+    ("empty.jsonl", "empty.jsonl: no calls in the trace"),
+];
+
+#[test]
+fn broken_and_hostile_traces_are_clear_errors_naming_the_line() {
+    for (file, text) in TRACE_CASES {
+        let trace = format!("tests/bad/traces/{file}");
+        let (code, _, err) = run_bounded(&["replay", &trace, "--model", "models/gpt2-tiny", "--static-only"]);
+        assert_eq!(code, 65, "{file}: {err}");
+        assert!(err.contains(text), "{file}: {err}");
+    }
+    // A 1 GiB line (sparse: no disk used) is refused after reading 16 MiB of it.
+    let big = std::env::temp_dir().join(format!("onnx-contract-1g-line-{}.jsonl", std::process::id()));
+    std::fs::File::create(&big).unwrap().set_len(1 << 30).unwrap();
+    let (code, _, err) =
+        run_bounded(&["replay", big.to_str().unwrap(), "--model", "models/gpt2-tiny", "--static-only"]);
+    let _ = std::fs::remove_file(&big);
+    assert_eq!(code, 65, "{err}");
+    assert!(err.contains(":1: longer than 16 MiB: not a trace line"), "{err}");
+    // A directory given as the trace.
+    let (code, _, err) = run_bounded(&["replay", "tests/traces", "--model", "models/gpt2-tiny", "--static-only"]);
+    assert_eq!((code, err.contains("tests/traces: is a directory")), (65, true), "{err}");
+}
+
+#[test]
+fn a_huge_shape_in_a_trace_is_judged_and_never_allocated() {
+    let (code, out, err) = run_bounded(&["replay", "tests/bad/traces/huge-shape.jsonl", "--model", "models/gpt2-tiny"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("`past_key_values.0.key` axis 1 is 4294967296; the model fixes it at 4"), "{out}");
+    assert!(out.contains("the caller's calls were not re-run: call 1 feeds `past_key_values.0.key` of shape"), "{out}");
+}

@@ -184,3 +184,42 @@ fn each_fed_past_is_traced_to_the_output_it_came_from() {
         e[0].2
     );
 }
+
+/// A trace of 10,000 real recorded calls: a recorded generation repeated
+/// (each repetition a new sequence from an empty past), judged call by call
+/// without re-running, in under 2 s; the mistake of the stale-past caller is
+/// found in every repetition and said once, with the first calls it recurs at.
+#[test]
+fn ten_thousand_calls_replay_without_re_running_in_under_two_seconds() {
+    for (source, expect) in [("gpt2-correct", None), ("gpt2-stale-past", Some("caller-past"))] {
+        let lines: Vec<Value> = std::fs::read_to_string(root().join(format!("tests/traces/{source}.jsonl")))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let path = std::env::temp_dir().join(format!("onnx-contract-10k-{source}-{}.jsonl", std::process::id()));
+        let mut text = String::new();
+        for call in 0..10_000 {
+            let mut l = lines[call % lines.len()].clone();
+            l["call"] = call.into();
+            text.push_str(&l.to_string());
+            text.push('\n');
+        }
+        std::fs::write(&path, text).unwrap();
+        let t = std::time::Instant::now();
+        let (code, r) =
+            json(&["replay", "--format", "json", "--static-only", path_str(&path), "--model", "models/gpt2-tiny"]);
+        let took = t.elapsed();
+        let _ = std::fs::remove_file(&path);
+        assert!(took < std::time::Duration::from_secs(2), "{source}: 10,000 calls took {took:?}");
+        assert_eq!(r["calls"], 10_000);
+        let e = errors(&r);
+        match expect {
+            None => assert_eq!((code, e.len(), r["at_fault"].as_str()), (0, 0, Some("undecided")), "{r:#}"),
+            Some(c) => {
+                assert_eq!((code, e.len(), e[0].1.as_str()), (2, 1, c), "{r:#}");
+                assert!(e[0].2.contains("(again at calls 4, 7, 9, 12, 14, 17, 19, 22 and 3991 more)"), "{}", e[0].2);
+            }
+        }
+    }
+}

@@ -8,11 +8,13 @@ use super::guard::FeedGuard;
 use super::trace::{self, Call};
 use crate::checker::report::{Report, Verdict};
 use crate::checker::Checker;
-use crate::engine::options::{Job, Options, ReplayCall};
+use crate::engine::options::{Job, Options, ReplayCall, ReplayFeed};
+use crate::engine::replay::FeedSource;
 use crate::engine::{child, locate};
 use crate::finding::{Code, Finding, Severity};
 use crate::folder::layout::{Entry, Layout};
 use crate::folder::Role;
+use crate::model::fold::fold_names;
 use crate::plan;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,6 +31,10 @@ pub struct Reproduction {
     pub calls: Vec<usize>,
     /// The first call that failed, with ONNX Runtime's error and node.
     pub failed: Option<(usize, String, Option<String>)>,
+    /// Where the re-run's feeds came from: one line per kind (as recorded,
+    /// chained from the re-run's outputs, built from the protocol, seeded), with the inputs.
+    #[serde(default)]
+    pub fed: Vec<String>,
 }
 
 /// With the cache against the trace's pattern, measured by the tool on this model.
@@ -54,7 +60,7 @@ pub struct ReplayReport {
     pub schema_version: u32,
     /// Pass when the caller follows the protocol.
     pub verdict: Verdict,
-    /// `caller`, `model`, `both` or `both fine`: who is at fault.
+    /// `caller`, `model`, `both`, `both fine`, or `undecided` (the model was not run: no ONNX Runtime, or `--static-only`).
     pub at_fault: String,
     /// One line on it.
     pub summary: String,
@@ -92,8 +98,8 @@ fn first_departures(findings: Vec<Finding>) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     let mut also: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for f in findings {
-        let key = |g: &Finding| (g.code, g.names.clone(), g.tensor.clone());
-        match out.iter().position(|g| key(g) == key(&f) && g.code != Code::CallerError) {
+        let same = |g: &Finding| g.code == f.code && g.names == f.names && g.tensor == f.tensor;
+        match out.iter().position(|g| same(g) && g.code != Code::CallerError) {
             Some(i) => also.entry(i).or_default().extend(f.call),
             None => out.push(f),
         }
@@ -104,11 +110,15 @@ fn first_departures(findings: Vec<Finding>) -> Vec<Finding> {
         if calls.is_empty() {
             continue;
         }
-        let list: Vec<String> = calls.iter().map(|c| c.to_string()).collect();
+        // A long trace repeats its mistake thousands of times: the first few say where.
+        const SHOWN: usize = 8;
+        let list: Vec<String> = calls.iter().take(SHOWN).map(|c| c.to_string()).collect();
+        let more = calls.len().saturating_sub(SHOWN);
         out[i].message.push_str(&format!(
-            " (again at call{} {})",
-            if list.len() == 1 { "" } else { "s" },
-            list.join(", ")
+            " (again at call{} {}{})",
+            if calls.len() == 1 { "" } else { "s" },
+            list.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
         ));
     }
     out
@@ -116,7 +126,7 @@ fn first_departures(findings: Vec<Finding>) -> Vec<Finding> {
 
 /// Replays `trace` against the model at `path` (a file or an export folder).
 pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<ReplayReport, crate::error::Error> {
-    let calls = trace::read(trace_path).map_err(|e| crate::error::Error::Internal(e.to_string()))?;
+    let calls = trace::read(trace_path)?;
     let layout = if path.is_dir() {
         Layout::read(path, None, None)?
     } else {
@@ -147,6 +157,22 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
         models.push((name, e.sig.clone(), plan));
     }
     let known: Vec<String> = models.iter().map(|(n, _, _)| n.clone()).collect();
+    if known.is_empty() {
+        let mut called: Vec<String> = calls.iter().map(|c| c.model.clone()).collect();
+        called.sort();
+        called.dedup();
+        return Err(crate::error::TraceError {
+            path: trace_path.to_path_buf(),
+            line: None,
+            message: format!(
+                "none of its {} calls is to {} (it calls {})",
+                calls.len(),
+                path.display(),
+                fold_names(&called).join(", ")
+            ),
+        }
+        .into());
+    }
     let mut guard = FeedGuard::for_models(models);
     for c in &calls {
         let name = basename(&c.model);
@@ -169,7 +195,7 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
         guard.observe(c.call, name, &c.feeds, c.outputs.as_ref());
     }
     findings.extend(guard.summary());
-    let findings = first_departures(findings);
+    let mut findings = first_departures(findings);
     let caller_ok = !findings.iter().any(|f| f.severity == Severity::Error);
 
     // The decoder the trace drives, and its correct protocol.
@@ -179,10 +205,21 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
         .rfind(|e| matches!(e.role, Role::MergedDecoder | Role::DecoderWithPast | Role::DecoderOnly));
     let mut model_check = None;
     let mut reproduction = None;
-    if let Some(d) = decoder {
+    // `--static-only`: the calls judged against the protocol, nothing run.
+    if let Some(d) = decoder.filter(|_| !checker.is_static_only()) {
         let report = checker.clone().run(&d.file.path)?;
         if !caller_ok {
-            reproduction = reproduce(&layout, d, &calls).ok();
+            reproduction = match reproduce(&layout, d, &calls) {
+                Ok(r) => Some(r),
+                Err(why) => {
+                    findings.push(Finding::new(
+                        Code::RuntimeSkipped,
+                        Severity::Info,
+                        format!("the caller's calls were not re-run: {why}"),
+                    ));
+                    None
+                }
+            };
         }
         model_check = Some(report);
     }
@@ -196,7 +233,7 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
     let cost =
         findings.iter().any(|f| f.code == Code::CallerNoCache).then(|| cost(model_check.as_ref(), &calls)).flatten();
     let at_fault = match (caller_ok, model_ok) {
-        (true, true) if no_runtime => "undecided",
+        (true, true) if no_runtime || model_check.is_none() && checker.is_static_only() => "undecided",
         (true, true) => "both fine",
         (false, true) => "caller",
         (true, false) => "model",
@@ -205,7 +242,8 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
     let unrun = model_check
         .as_ref()
         .and_then(|r| r.findings.iter().find(|f| f.code == Code::RuntimeLoad))
-        .map(|f| format!("the model was not run (no ONNX Runtime here: {})", f.message));
+        .map(|f| format!("the model was not run (no ONNX Runtime here: {})", f.message))
+        .or_else(|| checker.is_static_only().then(|| "the model was not run (--static-only)".to_string()));
     let summary = match at_fault {
         "undecided" => format!("undecided: every call follows the protocol; {}", unrun.clone().unwrap_or_default()),
         "both fine" => "both fine: the caller follows the protocol and the model honours it".to_string(),
@@ -273,10 +311,30 @@ fn reproduce(layout: &Layout, d: &Entry, calls: &[Call]) -> Result<Reproduction,
             feeds: c
                 .feeds
                 .iter()
-                .map(|(n, r): (&String, &_)| (n.clone(), r.dtype.clone(), r.shape.clone(), r.value.clone()))
+                .map(|(n, r)| ReplayFeed {
+                    name: n.clone(),
+                    dtype: r.dtype.clone(),
+                    shape: r.shape.clone(),
+                    value: r.value.clone(),
+                    digest: r.digest.clone(),
+                    zeros: r.digest.is_some() && r.digest == super::guard::zero_digest(&r.dtype, &r.shape),
+                })
                 .collect(),
+            outputs: c.outputs.iter().flatten().filter_map(|(n, r)| Some((n.clone(), r.digest.clone()?))).collect(),
         })
         .collect();
+    // A trace's shapes are untrusted: nothing is allocated for a tensor no model takes.
+    for c in &replay {
+        for f in &c.feeds {
+            let n = f.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(u64::try_from(d).ok()?));
+            if n.is_none_or(|n| n > MAX_REPLAY_ELEMENTS) {
+                return Err(format!(
+                    "call {} feeds `{}` of shape {:?}: too large to re-create (over {MAX_REPLAY_ELEMENTS} elements)",
+                    c.call, f.name, f.shape
+                ));
+            }
+        }
+    }
     let lib = locate::locate(None).map_err(|e| e.to_string())?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let options = Options { replay: Some(replay), ..Options::default() };
@@ -286,8 +344,37 @@ fn reproduce(layout: &Layout, d: &Entry, calls: &[Call]) -> Result<Reproduction,
         e.as_ref()
             .map(|e| (*c, crate::engine::runtime_report::clean_ort_message(e), n.as_ref().map(|n| n.path.clone())))
     });
-    Ok(Reproduction { model: d.file.rel.clone(), calls: r.replayed.iter().map(|(c, _, _)| *c).collect(), failed })
+    // Where the re-run's values came from, each input once under the kinds it was fed as.
+    let mut by_source: BTreeMap<FeedSource, Vec<String>> = BTreeMap::new();
+    for (_, fed) in &r.replay_sources {
+        for (input, source) in fed {
+            let names = by_source.entry(*source).or_default();
+            if !names.contains(input) {
+                names.push(input.clone());
+            }
+        }
+    }
+    let fed = by_source
+        .into_iter()
+        .map(|(source, names)| {
+            let how = match source {
+                FeedSource::Recorded => "as recorded",
+                FeedSource::Chained => {
+                    "the re-run's own outputs, where the trace's digests say the caller fed an earlier output"
+                }
+                FeedSource::Protocol => {
+                    "built from the protocol (the trace holds only a digest): continuing the past the call feeds"
+                }
+                FeedSource::Seeded => "seeded (the trace holds only a digest; equal digests get equal values)",
+            };
+            format!("{how}: {}", fold_names(&names).join(", "))
+        })
+        .collect();
+    Ok(Reproduction { model: d.file.rel.clone(), calls: r.replayed.iter().map(|(c, _, _)| *c).collect(), failed, fed })
 }
+
+/// The most elements a re-created feed may have (a real past is far below it).
+const MAX_REPLAY_ELEMENTS: u64 = 1 << 27;
 
 /// The tool's cached steps against its uncached recomputes on this model.
 fn cost(check: Option<&Report>, calls: &[Call]) -> Option<Cost> {

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One tensor of a call.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,31 +49,61 @@ pub struct Call {
     pub time_ms: Option<f64>,
 }
 
-/// A trace that cannot be read, with the file and line.
-#[derive(Debug, thiserror::Error)]
-#[error("{}{}: {message}", path.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
-pub struct TraceError {
-    /// The trace file.
-    pub path: PathBuf,
-    /// 1-based line, when known.
-    pub line: Option<usize>,
-    /// What is wrong.
-    pub message: String,
+pub use crate::error::TraceError;
+
+/// The longest line a trace may have: a call's JSON with small values is a
+/// few KiB; a longer line is not a recorder's, and is not read into memory.
+pub const MAX_LINE: usize = 16 << 20;
+
+/// Every call of the trace at `path`; blank lines are skipped. Read line by
+/// line, never more than [`MAX_LINE`] bytes of one line: a truncated,
+/// binary or hostile file gets an error naming the line, not a hang.
+pub fn read(path: &Path) -> Result<Vec<Call>, TraceError> {
+    let err = |message: String| TraceError { path: path.to_path_buf(), line: None, message };
+    let file = std::fs::File::open(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    if file.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(err("is a directory, not a trace file".into()));
+    }
+    parse(std::io::BufReader::new(file)).map_err(|(line, message)| TraceError {
+        path: path.to_path_buf(),
+        line,
+        message,
+    })
 }
 
-/// Every call of the trace at `path`; blank lines are skipped.
-pub fn read(path: &Path) -> Result<Vec<Call>, TraceError> {
-    let err = |line: Option<usize>, message: String| TraceError { path: path.to_path_buf(), line, message };
-    let text = std::fs::read(path).map_err(|e| err(None, format!("cannot read: {e}")))?;
-    let text = String::from_utf8(text)
-        .map_err(|e| err(None, format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to())))?;
+/// Every call of a trace read from `reader`; an error is the 1-based line
+/// (when one is to blame) and what is wrong with it.
+pub fn parse(mut reader: impl std::io::BufRead) -> Result<Vec<Call>, (Option<usize>, String)> {
+    use std::io::{BufRead, Read};
     let mut calls = Vec::new();
-    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let call: Call = serde_json::from_str(line).map_err(|e| err(Some(i + 1), format!("not a trace line: {e}")))?;
+    let mut buf = Vec::new();
+    for number in 1.. {
+        buf.clear();
+        let read = reader
+            .by_ref()
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| (Some(number), format!("cannot read: {e}")))?;
+        if read == 0 {
+            break;
+        }
+        if buf.len() > MAX_LINE {
+            return Err((Some(number), format!("longer than {} MiB: not a trace line", MAX_LINE >> 20)));
+        }
+        let text = std::str::from_utf8(&buf)
+            .map_err(|e| (Some(number), format!("not UTF-8 text (byte {})", e.valid_up_to())))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        let call: Call = serde_json::from_str(text).map_err(|e| (Some(number), format!("not a trace line: {e}")))?;
+        let mut tensors = call.feeds.iter().chain(call.outputs.iter().flatten());
+        if let Some((name, t)) = tensors.find(|(_, t)| t.shape.iter().any(|&d| d < 0)) {
+            return Err((Some(number), format!("`{name}` has shape {:?}: a negative size", t.shape)));
+        }
         calls.push(call);
     }
     if calls.is_empty() {
-        return Err(err(None, "no calls in the trace".into()));
+        return Err((None, "no calls in the trace".into()));
     }
     Ok(calls)
 }
@@ -161,6 +191,7 @@ pub fn describe(v: &ort::value::DynValue) -> TensorRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn committed_traces_read_and_bad_lines_name_file_and_line() {

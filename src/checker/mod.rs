@@ -159,6 +159,11 @@ impl Checker {
         self.static_only = yes;
         self
     }
+
+    /// Whether only the static check runs.
+    pub fn is_static_only(&self) -> bool {
+        self.static_only
+    }
     /// Kept for applications written before the run decided: the runtime
     /// steps now run whenever a plan can be made, static failure or not.
     pub fn force_run(self, _yes: bool) -> Self {

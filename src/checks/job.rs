@@ -9,7 +9,7 @@ use crate::checks::cache::run_steps;
 use crate::diagnose::cause::{first_line, load_error_cause, runtime_version, session_cause};
 use crate::diagnose::failing_node::{diagnose, load_failure_node};
 use crate::engine::context::{open, Ctx, Side};
-use crate::engine::driver::{generate, replay_feeds};
+use crate::engine::driver::generate;
 use crate::engine::events::{Event, Stage};
 use crate::engine::feeds::{self, Rng};
 use crate::engine::options::Job;
@@ -45,13 +45,19 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         Err(ev) => return emit(*ev),
     };
     if let Some(calls) = job.options.replay.clone() {
+        let mut chain = crate::engine::replay::Chain::default();
         for c in &calls {
-            let feeds = replay_feeds(&ctx.job.plan, c, &mut ctx.rng);
+            let (feeds, sources): (Vec<_>, Vec<_>) =
+                crate::engine::replay::feeds(&ctx.job.plan, c, &mut ctx.rng, &mut chain).into_iter().unzip();
+            let sources = feeds.iter().map(|f| f.name.clone()).zip(sources).collect();
             match run(&mut ctx.session, &feeds) {
-                Ok(_) => emit(Event::Replayed { call: c.call, error: None, node: None }),
+                Ok(out) => {
+                    chain.remember(c, &out);
+                    emit(Event::Replayed { call: c.call, error: None, node: None, sources })
+                }
                 Err(message) => {
                     let node = diagnose(ctx.env, &ctx.job.model, &message, &feeds, &ctx.job.options);
-                    emit(Event::Replayed { call: c.call, error: Some(message), node });
+                    emit(Event::Replayed { call: c.call, error: Some(message), node, sources });
                     break;
                 }
             }

@@ -26,6 +26,7 @@ impl From<onnx_contract::Error> for Fail {
             E::Model(_) | E::ExternalData { .. } | E::Folder(_) | E::Config(_) => {
                 Fail { code: exit::BAD_MODEL, kind: "model", message: e.to_string() }
             }
+            E::Trace(_) => Fail { code: exit::BAD_MODEL, kind: "trace", message: e.to_string() },
             E::NoContract => Fail { code: exit::USAGE, kind: "usage", message: e.to_string() },
             other => Fail { code: exit::INTERNAL, kind: "internal", message: other.to_string() },
         }

@@ -1,68 +1,13 @@
 //! The step driver's pieces every job shares: the uncached recompute of a
 //! prefix (the parity reference), greedy generation without a cache (the
-//! reference an emitted program must match), a recorded call's feeds (for
-//! `replay`) and the test-only fault injection. The checks that drive steps
+//! reference an emitted program must match) and the test-only fault
+//! injection. The checks that drive steps
 //! are in `checks/`; what the child runs in order is `checks::job`.
 
 use crate::engine::context::Ctx;
-use crate::engine::feeds::{self, Cache, Feed, Rng, Uncached};
+use crate::engine::feeds::{self, Cache, Uncached};
 use crate::engine::session::run;
-use crate::model::signature::ElemType;
-use crate::plan::Plan;
-use ndarray::{ArrayD, IxDyn};
-
-/// A recorded call's feeds: its dtypes, shapes and small values (flags, ids),
-/// seeded contents for the rest (ids within the vocabulary, masks of ones).
-pub(crate) fn replay_feeds(plan: &Plan, c: &crate::engine::options::ReplayCall, rng: &mut Rng) -> Vec<Feed> {
-    // The past length this call feeds: the first self past's length on the sequence axis.
-    let past_len = plan
-        .self_past
-        .iter()
-        .find_map(|p| {
-            c.feeds.iter().find(|(n, ..)| *n == p.past).and_then(|(_, _, shape, _)| shape.get(plan.seq_axis).copied())
-        })
-        .filter(|_| plan.buffer.is_none())
-        .unwrap_or(0)
-        .max(0);
-    c.feeds
-        .iter()
-        .map(|(name, dtype, shape, value)| {
-            let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
-            let n: usize = dims.iter().product();
-            let elem = ElemType::from_name(dtype).unwrap_or(ElemType::F32);
-            let given = value.as_ref().filter(|v| v.len() == n);
-            let values = if elem == ElemType::BOOL {
-                feeds::Values::Bool(
-                    ArrayD::from_shape_vec(
-                        IxDyn(&dims),
-                        given.map_or(vec![false; n], |v| v.iter().map(|&x| x != 0).collect()),
-                    )
-                    .expect("shape"),
-                )
-            } else if elem.is_float() {
-                feeds::Values::Float(
-                    ArrayD::from_shape_vec(IxDyn(&dims), (0..n).map(|_| rng.normal()).collect()).expect("shape"),
-                )
-            } else {
-                // A digest-only trace holds no values: positions and cache slots
-                // continue the past the call feeds, as the protocol has them (never
-                // invented ids that would make a right call fail).
-                let continuing = Some(name) == plan.position_ids.as_ref() || Some(name) == plan.cache_position.as_ref();
-                let v = match given {
-                    Some(v) => v.clone(),
-                    None if name.contains("mask") => vec![1; n],
-                    None if continuing => {
-                        let new = dims.last().copied().unwrap_or(1).max(1);
-                        (0..n).map(|i| past_len + (i % new) as i64).collect()
-                    }
-                    None => (0..n).map(|_| rng.below(plan.vocab)).collect(),
-                };
-                feeds::Values::Int(ArrayD::from_shape_vec(IxDyn(&dims), v).expect("shape"))
-            };
-            Feed { name: name.clone(), elem, values }
-        })
-        .collect()
-}
+use ndarray::ArrayD;
 
 /// Greedy generation without any cache: every step recomputes the whole
 /// prefix (the reference an emitted program's cached loop must match).

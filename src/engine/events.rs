@@ -255,6 +255,9 @@ pub enum Event {
         error: Option<String>,
         /// The node it failed in.
         node: Option<FailedNode>,
+        /// Each feed and where its values came from.
+        #[serde(default)]
+        sources: Vec<(String, crate::engine::replay::FeedSource)>,
     },
     /// Every run finished.
     Done,

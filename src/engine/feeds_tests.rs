@@ -201,25 +201,47 @@ fn seeded_prompts_are_reproducible_and_in_vocabulary() {
 }
 
 #[test]
-fn a_digest_only_call_is_re_fed_positions_that_continue_its_past() {
+fn a_digest_only_call_is_re_fed_positions_that_continue_its_past_and_chained_pasts() {
+    use crate::engine::options::{ReplayCall, ReplayFeed};
+    use crate::engine::replay::{feeds, Chain, FeedSource};
     let plan = plan_for("gpt2-tiny/model.onnx", "gpt2-decoder.yaml");
-    let past = |n: &str| (n.to_string(), "float32".to_string(), vec![1, 4, 5, 8], None);
-    let mut feeds = vec![
-        ("input_ids".to_string(), "int64".to_string(), vec![1, 1], None),
-        ("attention_mask".to_string(), "int64".to_string(), vec![1, 6], None),
-        ("position_ids".to_string(), "int64".to_string(), vec![1, 1], None),
+    let feed = |n: &str, dtype: &str, shape: Vec<i64>, digest: Option<&str>| ReplayFeed {
+        name: n.to_string(),
+        dtype: dtype.to_string(),
+        shape,
+        value: None,
+        digest: digest.map(str::to_string),
+        zeros: false,
+    };
+    let mut fed = vec![
+        feed("input_ids", "int64", vec![1, 1], None),
+        feed("attention_mask", "int64", vec![1, 6], None),
+        feed("position_ids", "int64", vec![1, 1], None),
     ];
     for c in &plan.self_past {
-        feeds.push(past(&c.past));
+        fed.push(feed(&c.past, "float32", vec![1, 4, 5, 8], Some("sha1:same")));
     }
-    let call = crate::engine::options::ReplayCall { call: 3, feeds };
-    let fed = crate::engine::driver::replay_feeds(&plan, &call, &mut Rng::seeded(0));
-    let ints = |name: &str| match &by_name(&fed, name).values {
+    let call = ReplayCall { call: 3, feeds: fed, outputs: Vec::new() };
+    let got = feeds(&plan, &call, &mut Rng::seeded(0), &mut Chain::default());
+    let ints = |name: &str| match &got.iter().find(|(f, _)| f.name == name).unwrap().0.values {
         Values::Int(a) => a.iter().copied().collect::<Vec<i64>>(),
         _ => panic!("{name} is not ints"),
     };
+    let source = |name: &str| got.iter().find(|(f, _)| f.name == name).unwrap().1;
     // Not a value below the vocabulary (a position a small model has no row for): the past's length.
     assert_eq!(ints("position_ids"), [5]);
+    assert_eq!(source("position_ids"), FeedSource::Protocol);
     assert_eq!(ints("attention_mask"), [1; 6]);
     assert!(ints("input_ids")[0] < 1000);
+    assert_eq!(source("input_ids"), FeedSource::Seeded);
+    // One digest, one tensor: every past with the digest gets the same seeded values.
+    let floats: Vec<_> = plan
+        .self_past
+        .iter()
+        .map(|c| match &got.iter().find(|(f, _)| f.name == c.past).unwrap().0.values {
+            Values::Float(a) => a.clone(),
+            _ => panic!("a past is float"),
+        })
+        .collect();
+    assert!(floats.windows(2).all(|w| w[0] == w[1]));
 }

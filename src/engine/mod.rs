@@ -30,6 +30,8 @@ pub(crate) mod feeds;
 pub(crate) mod npy;
 #[cfg(feature = "runtime")]
 pub(crate) mod options;
+/// A recorded call's feeds re-created for `replay`, each with where its values came from.
+pub mod replay;
 #[cfg(feature = "runtime")]
 pub(crate) mod session;
 #[cfg(feature = "runtime")]

@@ -76,8 +76,22 @@ pub struct Window {
     pub layers: Option<Vec<usize>>,
 }
 
-/// One recorded feed to re-create: name, dtype, shape, small values.
-pub type ReplayFeed = (String, String, Vec<i64>, Option<Vec<i64>>);
+/// One recorded feed to re-create.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReplayFeed {
+    /// The input.
+    pub name: String,
+    /// numpy's dtype name.
+    pub dtype: String,
+    /// Its shape.
+    pub shape: Vec<i64>,
+    /// Its values, when the trace holds them (small integer tensors).
+    pub value: Option<Vec<i64>>,
+    /// Its digest: the output of an earlier call it equals is fed instead.
+    pub digest: Option<String>,
+    /// The digest is that of zeros: the caller fed fresh zeros.
+    pub zeros: bool,
+}
 
 /// One recorded call to re-run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -86,6 +100,8 @@ pub struct ReplayCall {
     pub call: usize,
     /// Its feeds.
     pub feeds: Vec<ReplayFeed>,
+    /// Its outputs' names and recorded digests (what later feeds may equal).
+    pub outputs: Vec<(String, String)>,
 }
 
 /// A reference generation: what to feed and how long to go.

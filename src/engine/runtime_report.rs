@@ -101,6 +101,9 @@ pub struct RuntimeReport {
     /// Re-run recorded calls: `(call, error)` for each one run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replayed: Vec<(usize, Option<String>, Option<FailedNode>)>,
+    /// Each re-run call's feeds and where their values came from (read by `replay`'s report).
+    #[serde(skip)]
+    pub replay_sources: Vec<(usize, Vec<(String, crate::engine::replay::FeedSource)>)>,
     /// A reference generation's new ids and top-5 logits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated: Option<crate::engine::events::Generated>,
@@ -141,6 +144,7 @@ impl RuntimeReport {
             encoding: None,
             generated: None,
             replayed: Vec::new(),
+            replay_sources: Vec::new(),
             findings: Vec::new(),
             done: false,
         }
@@ -239,7 +243,10 @@ impl RuntimeReport {
                 self.findings.push(f);
             }
             Event::Generated { ids, top5 } => self.generated = Some((ids, top5)),
-            Event::Replayed { call, error, node } => self.replayed.push((call, error, node)),
+            Event::Replayed { call, error, node, sources } => {
+                self.replayed.push((call, error, node));
+                self.replay_sources.push((call, sources));
+            }
             Event::Variant { reference, positions, issues } => {
                 self.variant = Some((reference, positions));
                 self.push_issues(issues);

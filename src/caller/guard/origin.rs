@@ -42,7 +42,7 @@ fn elem_bytes(dtype: &str) -> Option<u64> {
 
 /// The recorders' digest of an all-zero tensor: SHA-1 of the dtype name, the
 /// shape as Python prints a list, a newline, then the little-endian bytes.
-fn zero_digest(dtype: &str, shape: &[i64]) -> Option<String> {
+pub(crate) fn zero_digest(dtype: &str, shape: &[i64]) -> Option<String> {
     let n = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?))?;
     let bytes = n.checked_mul(elem_bytes(dtype)?).filter(|&b| b <= MAX_ZERO_BYTES)?;
     let mut h = sha1_smol::Sha1::new();
@@ -109,10 +109,10 @@ impl History {
 
     /// Calls of the model that made call `from`, after it up to `to` (the decoder calls between two presents).
     fn calls_between(&self, from: usize, to: usize) -> usize {
-        let Some(model) = self.calls.iter().find(|c| c.call == from).map(|c| c.model.as_str()) else {
-            return to - from;
-        };
-        self.calls.iter().filter(|c| c.call > from && c.call <= to && c.model == model).count()
+        // Calls are kept in call order: start at `from`, never scan the whole trace.
+        let start = self.calls.partition_point(|c| c.call < from);
+        let Some(model) = self.calls.get(start).map(|c| c.model.as_str()) else { return to.saturating_sub(from) };
+        self.calls[start + 1..].iter().take_while(|c| c.call <= to).filter(|c| c.model == model).count()
     }
 
     /// Whether `fed` holds only zeros (its digest is that of zeros of its dtype and shape).
