@@ -2,6 +2,7 @@
 //! runtime runs → [`Report`]. The command line, folder mode and applications
 //! all call it; nothing else strings these steps together.
 
+mod builder;
 mod folder;
 pub(crate) mod report;
 mod settle;
@@ -109,143 +110,7 @@ fn run_length(steps: usize, deep: bool, window: Option<i64>) -> (usize, Option<S
 /// Where one-line notices go (the library itself never prints).
 type Notice = Arc<dyn Fn(&str) + Send + Sync>;
 
-impl Default for Checker {
-    fn default() -> Self {
-        Checker {
-            contract: None,
-            static_only: false,
-            steps: 4,
-            batch: 1,
-            seed: 0,
-            runtimes: Vec::new(),
-            fetch: false,
-            timeout: Duration::from_secs(600),
-            target_ort: None,
-            encoder: None,
-            no_cache_model: None,
-            isolation: Isolation::default(),
-            notice: None,
-            progress: None,
-            family: None,
-            deep: false,
-        }
-    }
-}
-
-impl std::fmt::Debug for Checker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Checker")
-            .field("contract", &self.contract.as_ref().map(|c| &c.name))
-            .field("static_only", &self.static_only)
-            .field("steps", &self.steps)
-            .field("batch", &self.batch)
-            .field("runtimes", &self.runtimes)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Checker {
-    /// A checker with the defaults.
-    pub fn new() -> Self {
-        Self::default()
-    }
-    /// The contract to check against.
-    pub fn contract(mut self, contract: Contract) -> Self {
-        self.contract = Some(contract);
-        self
-    }
-    /// Only the static signature check (no ONNX Runtime).
-    pub fn static_only(mut self, yes: bool) -> Self {
-        self.static_only = yes;
-        self
-    }
-
-    /// Whether only the static check runs.
-    pub fn is_static_only(&self) -> bool {
-        self.static_only
-    }
-    /// Kept for applications written before the run decided: the runtime
-    /// steps now run whenever a plan can be made, static failure or not.
-    pub fn force_run(self, _yes: bool) -> Self {
-        self
-    }
-    /// Decoding steps per run.
-    pub fn steps(mut self, n: usize) -> Self {
-        self.steps = n;
-        self
-    }
-    /// Longer and slower runs: at least [`DEEP_STEPS`] steps (and past a
-    /// config's sliding window + 2, up to [`DEEP_MAX_STEPS`]), and the first
-    /// run's steps re-run with graph optimizations disabled.
-    pub fn deep(mut self, yes: bool) -> Self {
-        self.deep = yes;
-        self
-    }
-    /// Rows fed at once.
-    pub fn batch(mut self, n: i64) -> Self {
-        self.batch = n;
-        self
-    }
-    /// Seed for token ids and random encoder states.
-    pub fn seed(mut self, n: u64) -> Self {
-        self.seed = n;
-        self
-    }
-    /// ONNX Runtime libraries to run with, one run each (default: the one found).
-    pub fn runtimes(mut self, libs: impl IntoIterator<Item = PathBuf>) -> Self {
-        self.runtimes = libs.into_iter().collect();
-        self
-    }
-    /// Allow installing the pinned ONNX Runtime with pip when none is found.
-    pub fn fetch(mut self, yes: bool) -> Self {
-        self.fetch = yes;
-        self
-    }
-    /// Time limit per runtime; a hung runtime is killed.
-    pub fn timeout(mut self, t: Duration) -> Self {
-        self.timeout = t;
-        self
-    }
-    /// Also say whether the model needs a newer ONNX Runtime than `version` (e.g. `1.16`).
-    pub fn target_ort(mut self, version: impl Into<String>) -> Self {
-        self.target_ort = Some(version.into());
-        self
-    }
-    /// Produce the encoder states with this encoder model (seq2seq).
-    pub fn encoder(mut self, path: impl Into<PathBuf>) -> Self {
-        self.encoder = Some(path.into());
-        self
-    }
-    /// Recompute uncached logits with this decoder (without past inputs).
-    pub fn no_cache_model(mut self, path: impl Into<PathBuf>) -> Self {
-        self.no_cache_model = Some(path.into());
-        self
-    }
-    /// The built-in family contract for folder mode and contract-less files
-    /// (`marian`, `llama-decoder`, …), instead of the one config.json's
-    /// `model_type` chooses.
-    pub fn family(mut self, name: impl Into<String>) -> Self {
-        self.family = Some(name.into());
-        self
-    }
-    /// Where the runtime steps run.
-    pub fn isolation(mut self, isolation: Isolation) -> Self {
-        self.isolation = isolation;
-        self
-    }
-    /// Called with one-line notices (e.g. "fetching ONNX Runtime"); the library never prints.
-    pub fn on_notice(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        self.notice = Some(Arc::new(f));
-        self
-    }
-
-    /// Called with one line per stage of the runtime runs (session created,
-    /// step k), for a progress display; the library never prints.
-    pub fn on_progress(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
-        self.progress = Some(Arc::new(f));
-        self
-    }
-
     #[cfg_attr(not(feature = "runtime"), allow(dead_code))]
     fn progress(&self, text: &str) {
         if let Some(f) = &self.progress {
