@@ -72,8 +72,8 @@ impl Checker {
         self.steps = n;
         self
     }
-    /// Longer and slower runs: at least [`DEEP_STEPS`] steps (and past a
-    /// config's sliding window + 2, up to [`DEEP_MAX_STEPS`]), and the first
+    /// Longer and slower runs: at least [`DEEP_STEPS`](super::DEEP_STEPS) steps (and past a
+    /// config's sliding window + 2, up to [`DEEP_MAX_STEPS`](super::DEEP_MAX_STEPS)), and the first
     /// run's steps re-run with graph optimizations disabled.
     pub fn deep(mut self, yes: bool) -> Self {
         self.deep = yes;

@@ -66,6 +66,10 @@ pub(crate) struct CheckArgs {
     /// Seconds before a hung runtime is killed.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
+    /// Human output: every file's signature, findings and step table, passing files too
+    /// (by default a pass is one screen and only failing files get their detail).
+    #[arg(long, short)]
+    verbose: bool,
 }
 
 fn parse_param(s: &str) -> Result<(String, i64), String> {
@@ -124,7 +128,7 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         Format::Sarif => &Sarif,
         Format::Github => &Github,
         Format::Junit => &Junit,
-        Format::Human => &Human,
+        Format::Human => &Human { verbose: args.verbose },
     };
     if is_dir {
         let report = checker.run_folder(&args.model)?;

@@ -257,7 +257,7 @@ pub enum Event {
         node: Option<FailedNode>,
         /// Each feed and where its values came from.
         #[serde(default)]
-        sources: Vec<(String, crate::engine::replay::FeedSource)>,
+        sources: Vec<(String, FeedSource)>,
     },
     /// Every run finished.
     Done,
@@ -290,4 +290,19 @@ pub struct Levels {
     pub rerun_at: String,
     /// (step, max |Δ|, relative) of the logits for every re-run step.
     pub steps: Vec<(usize, f64, f64)>,
+}
+
+/// Where a re-run feed's values came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum FeedSource {
+    /// The trace holds its values (small integers, or zeros by their digest).
+    Recorded,
+    /// An earlier re-run call's output, the one the trace's digests equal.
+    Chained,
+    /// Built from the protocol (positions, cache slots, a mask of ones).
+    Protocol,
+    /// Only a digest in the trace: seeded values (ids within the vocabulary).
+    Seeded,
 }

@@ -31,6 +31,7 @@ pub(crate) mod npy;
 #[cfg(feature = "runtime")]
 pub(crate) mod options;
 /// A recorded call's feeds re-created for `replay`, each with where its values came from.
+#[cfg(feature = "runtime")]
 pub mod replay;
 #[cfg(feature = "runtime")]
 pub(crate) mod session;

@@ -12,23 +12,9 @@ use crate::engine::feeds::{self, Feed, Outputs, Rng};
 use crate::model::signature::ElemType;
 use crate::plan::Plan;
 use ndarray::{ArrayD, IxDyn};
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
-/// Where a re-run feed's values came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum FeedSource {
-    /// The trace holds its values (small integers, or zeros by their digest).
-    Recorded,
-    /// An earlier re-run call's output, the one the trace's digests equal.
-    Chained,
-    /// Built from the protocol (positions, cache slots, a mask of ones).
-    Protocol,
-    /// Only a digest in the trace: seeded values (ids within the vocabulary).
-    Seeded,
-}
+pub use crate::engine::events::FeedSource;
 
 /// What the re-run produced, by the digest the trace recorded for it.
 #[derive(Default)]

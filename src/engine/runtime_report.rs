@@ -103,7 +103,7 @@ pub struct RuntimeReport {
     pub replayed: Vec<(usize, Option<String>, Option<FailedNode>)>,
     /// Each re-run call's feeds and where their values came from (read by `replay`'s report).
     #[serde(skip)]
-    pub replay_sources: Vec<(usize, Vec<(String, crate::engine::replay::FeedSource)>)>,
+    pub replay_sources: Vec<(usize, Vec<(String, crate::engine::events::FeedSource)>)>,
     /// A reference generation's new ids and top-5 logits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated: Option<crate::engine::events::Generated>,

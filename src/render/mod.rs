@@ -36,18 +36,30 @@ impl Renderer for Json {
     }
 }
 
-/// Tables for people (needs the `cli` feature).
+/// Text for people (needs the `cli` feature): one screen for a pass, the
+/// cause first for a fail; `verbose` adds every signature, finding and step table.
 #[cfg(feature = "cli")]
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Human;
+pub struct Human {
+    /// Every file's full report, passing ones too.
+    pub verbose: bool,
+}
 
 #[cfg(feature = "cli")]
 impl Renderer for Human {
     fn render(&self, report: &Report) -> String {
-        table::check(report)
+        if self.verbose {
+            table::check(report)
+        } else {
+            table::file_brief(report)
+        }
     }
     fn render_folder(&self, report: &FolderReport) -> String {
-        table::folder_check(report)
+        if self.verbose {
+            table::folder_check(report)
+        } else {
+            table::folder_brief(report)
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use super::trace::TensorRecord;
 use crate::finding::{Code, Finding, Severity};
 use crate::model::signature::Signature;
 use crate::plan::Plan;
+#[cfg(feature = "runtime")]
 pub(crate) use origin::zero_digest;
 use origin::History;
 use std::collections::BTreeMap;

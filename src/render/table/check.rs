@@ -24,20 +24,7 @@ pub fn check(report: &Report) -> String {
             if params.is_empty() { String::new() } else { format!(": {}", params.join(" ")) }
         );
     }
-    let status = |names: &[&str]| -> String {
-        let mut codes: Vec<&str> = findings
-            .iter()
-            .filter(|f| f.severity > Severity::Info)
-            .filter(|f| names.iter().any(|n| f.tensor.as_deref() == Some(n) || f.names.iter().any(|m| m == n)))
-            .map(|f| f.code.as_str())
-            .collect();
-        codes.dedup();
-        if codes.is_empty() {
-            "ok".into()
-        } else {
-            codes.join(", ")
-        }
-    };
+    let status = |names: &[&str]| port_status(findings, names);
     let _ = writeln!(out, "\n{}", verdict_line(findings));
     out.push_str(&findings_table(findings));
     let _ = write!(
@@ -72,6 +59,22 @@ pub fn check(report: &Report) -> String {
     }
     let _ = writeln!(out, "\n{}", verdict_line(findings));
     fit(out)
+}
+
+/// A signature row's contract status: the codes of the findings naming its tensors, or `ok`.
+pub(super) fn port_status(findings: &[Finding], names: &[&str]) -> String {
+    let mut codes: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.severity > Severity::Info)
+        .filter(|f| names.iter().any(|n| f.tensor.as_deref() == Some(n) || f.names.iter().any(|m| m == n)))
+        .map(|f| f.code.as_str())
+        .collect();
+    codes.dedup();
+    if codes.is_empty() {
+        "ok".into()
+    } else {
+        codes.join(", ")
+    }
 }
 
 /// `verdict: FAIL (3 errors, 2 warnings): expected 28 inputs, found 15: 13 missing`

@@ -1,13 +1,16 @@
 //! Human-readable tables (comfy-table), one file per kind of document:
 //! signatures and diffs (`signature`), check reports (`check`) and their
-//! runtime section (`runtime`), protocols and replays (`protocol`). Here:
+//! runtime section (`runtime`), the default one-screen report (`brief`),
+//! protocols and replays (`protocol`). Here:
 //! the layout every table shares (terminal width, colors, folding).
 
+mod brief;
 mod check;
 mod protocol;
 mod runtime;
 mod signature;
 
+pub use brief::{file_brief, folder_brief};
 pub use check::{check, findings_table, folder_check, verdict_line};
 pub use protocol::{builtin_specs, protocol, replay};
 pub use runtime::runtime_section;

@@ -41,6 +41,22 @@ pub fn model_header(sig: &ModelSummary) -> String {
 /// `#`, name, dtype, shape; per-layer families folded into one row
 /// (`past_key_values.{0..5}.decoder.{key,value} ×12`) unless `unfold`.
 pub(super) fn ports_table(title: &str, ports: &[PortSummary], unfold: bool, status: Option<StatusFn<'_>>) -> String {
+    ports_rows(title, ports, unfold, status, false).unwrap_or_default()
+}
+
+/// [`ports_table`] with only the rows whose status is not `ok` (numbered as
+/// in the model), or `None` when every row is ok.
+pub(super) fn flagged_ports_table(title: &str, ports: &[PortSummary], status: StatusFn<'_>) -> Option<String> {
+    ports_rows(title, ports, false, Some(status), true)
+}
+
+fn ports_rows(
+    title: &str,
+    ports: &[PortSummary],
+    unfold: bool,
+    status: Option<StatusFn<'_>>,
+    flagged_only: bool,
+) -> Option<String> {
     let mut header = vec!["#", title, "dtype", "shape"];
     if status.is_some() {
         header.push("contract");
@@ -60,6 +76,7 @@ pub(super) fn ports_table(title: &str, ports: &[PortSummary], unfold: bool, stat
     } else {
         fold(&keyed)
     };
+    let mut rows = 0;
     for g in groups {
         let first = g.members[0];
         let index = index_label(&g.members);
@@ -68,11 +85,16 @@ pub(super) fn ports_table(title: &str, ports: &[PortSummary], unfold: bool, stat
         let mut row = vec![index, name, dtype.clone(), shape.replace('\u{0}', &g.label)];
         if let Some(f) = status {
             let names: Vec<&str> = g.members.iter().map(|&i| keyed[i].0.as_str()).collect();
-            row.push(f(&names));
+            let st = f(&names);
+            if flagged_only && st == "ok" {
+                continue;
+            }
+            row.push(st);
         }
         t.add_row(row);
+        rows += 1;
     }
-    t.to_string()
+    (!flagged_only || rows > 0).then(|| t.to_string())
 }
 
 /// `3`, `3..14` for a contiguous run, `3,4,7,…,24` otherwise.
