@@ -105,11 +105,13 @@ pub enum FolderError {
         /// Why.
         source: std::io::Error,
     },
-    /// No `.onnx` file in the folder or its `onnx/` subfolder.
-    #[error("{}: no .onnx file in this folder or in its onnx/ subfolder", path.display())]
+    /// No readable `.onnx` file in the folder or its `onnx/` subfolder.
+    #[error("{}: no {}.onnx file in this folder or in its onnx/ subfolder{}", path.display(), if odd.is_empty() { "" } else { "readable " }, if odd.is_empty() { String::new() } else { format!(": {odd}") })]
     Empty {
         /// The folder.
         path: PathBuf,
+        /// The `.onnx` entries that are not readable files, with what is wrong with each.
+        odd: String,
     },
 }
 

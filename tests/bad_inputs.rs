@@ -250,3 +250,71 @@ fn a_huge_shape_in_a_trace_is_judged_and_never_allocated() {
     assert!(out.contains("`past_key_values.0.key` axis 1 is 4294967296; the model fixes it at 4"), "{out}");
     assert!(out.contains("the caller's calls were not re-run: call 1 feeds `past_key_values.0.key` of shape"), "{out}");
 }
+
+/// A folder holding a good model beside every odd kind of `.onnx` entry:
+/// each is named with what is wrong with it, the good model is still
+/// checked, and nothing is written into the folder.
+#[test]
+fn odd_entries_are_named_and_the_rest_of_the_folder_is_checked() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let dir = std::env::temp_dir().join(format!("onnx-contract-odd-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("dir.onnx")).unwrap();
+    for f in ["model.onnx", "config.json", "generation_config.json"] {
+        std::fs::copy(root().join("models/gpt2-tiny").join(f), dir.join(f)).unwrap();
+    }
+    symlink("loop.onnx", dir.join("loop.onnx")).unwrap();
+    symlink("b_loop.onnx", dir.join("a_loop.onnx")).unwrap();
+    symlink("a_loop.onnx", dir.join("b_loop.onnx")).unwrap();
+    symlink("/nonexistent/x.onnx", dir.join("dangling.onnx")).unwrap();
+    assert!(Command::new("mkfifo").arg(dir.join("fifo.onnx")).status().unwrap().success());
+    // Mode 000: unreadable for anyone but root (CI runs as root, who reads it: then it is a model like any other).
+    std::fs::copy(root().join("models/gpt2-tiny/model.onnx"), dir.join("locked.onnx")).unwrap();
+    std::fs::set_permissions(dir.join("locked.onnx"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    let root_user = std::fs::File::open(dir.join("locked.onnx")).is_ok();
+    let before = listing(&dir);
+    let d = dir.to_str().unwrap();
+    let (code, out, err) = run_bounded(&["check", "--format", "json", d]);
+    assert_eq!(code, 2, "{out}{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let odd: Vec<(String, String)> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "odd-file")
+        .map(|f| (f["severity"].as_str().unwrap().to_string(), f["message"].as_str().unwrap().to_string()))
+        .collect();
+    let said = |text: &str, severity: &str| odd.iter().any(|(s, m)| s == severity && m.contains(text));
+    assert!(said("loop.onnx is a link that loops (→ loop.onnx)", "error"), "{odd:#?}");
+    assert!(said("a_loop.onnx is a link that loops (→ b_loop.onnx)", "error"), "{odd:#?}");
+    assert!(said("dangling.onnx is a link to /nonexistent/x.onnx, which does not exist", "error"), "{odd:#?}");
+    assert!(said("dir.onnx is a directory, not a model file", "warning"), "{odd:#?}");
+    assert!(said("fifo.onnx is not a regular file", "error"), "{odd:#?}");
+    assert_eq!(said("locked.onnx", "error"), !root_user, "{odd:#?}");
+    let files: Vec<&str> = r["files"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert!(files.contains(&"model.onnx"), "{files:?}");
+    assert_eq!(r["files"][0]["verdict"], "pass");
+    assert_eq!(listing(&dir), before, "nothing is written into the folder");
+    // Only a dangling link: the folder has no readable model, and says why.
+    let only = dir.join("only");
+    std::fs::create_dir_all(&only).unwrap();
+    symlink("/nonexistent/model.onnx", only.join("model.onnx")).unwrap();
+    let (code, _, err) = run_bounded(&["check", only.to_str().unwrap()]);
+    assert_eq!(code, 65, "{err}");
+    assert!(err.contains("no readable .onnx file in this folder or in its onnx/ subfolder: model.onnx is a link to /nonexistent/model.onnx, which does not exist"), "{err}");
+    std::fs::set_permissions(dir.join("locked.onnx"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_path_that_does_not_exist_is_named_itself() {
+    for path in ["nope", "nope.onnx", "models/nope/"] {
+        let (code, _, err) = run_bounded(&["check", path]);
+        assert_eq!(code, 65, "{path}: {err}");
+        assert!(
+            err.contains(&format!("{}: cannot ", path.trim_end_matches('/')))
+                || err.contains(&format!("{path}: cannot ")),
+            "{path}: {err}"
+        );
+    }
+}

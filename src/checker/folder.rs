@@ -217,7 +217,12 @@ pub(super) fn run_folder(checker: &Checker, dir: &Path) -> Result<FolderReport, 
             sig: &e.sig,
         })
         .collect();
-    let findings = consistency::check(&members);
+    let mut findings = consistency::check(&members);
+    // Entries named `.onnx` that are no readable model file: named, the rest checked.
+    for o in &folder.odd {
+        let severity = if o.breaks { Severity::Error } else { Severity::Warning };
+        findings.push(Finding::new(Code::OddFile, severity, format!("{} is {}", o.rel, o.problem)).tensor(&o.rel));
+    }
     let model_type = folder.config.as_ref().and_then(|c| c.model_type.clone());
     Ok(FolderReport::new(&dir.display().to_string(), model_type, folder.family, folder.sizes.clone(), findings, files))
 }

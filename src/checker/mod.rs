@@ -132,6 +132,10 @@ impl Checker {
     /// config.json beside the file (or from the model itself), and the
     /// file's siblings drive it as they would in [`Checker::run_folder`].
     pub fn run(&self, model: &Path) -> Result<Report, Error> {
+        // A path that does not exist is named itself, not the folder around it.
+        if let Err(source) = std::fs::metadata(model) {
+            return Err(crate::error::ModelError::Io { path: model.to_path_buf(), source }.into());
+        }
         match &self.contract {
             Some(contract) => {
                 // A model whose weights cannot be found is unusable: say so before any check.

@@ -35,15 +35,63 @@ pub fn split_variant(stem: &str) -> (String, Option<String>) {
     (stem.to_string(), None)
 }
 
-fn onnx_files_in(dir: &Path, prefix: &str, out: &mut Vec<FoundFile>) -> Result<(), FolderError> {
+/// A `.onnx` entry of the folder that is not a readable model file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OddFile {
+    /// Its path relative to the folder (`onnx/model.onnx`).
+    pub rel: String,
+    /// What is wrong with it, in words (`a link to /x/model.onnx, which does not exist`).
+    pub problem: String,
+    /// Whether a runtime loading the folder would fail on it (a link or an
+    /// unreadable file), rather than only find something odd (a directory).
+    pub breaks: bool,
+}
+
+/// What is wrong with the `.onnx` entry at `path`, or `None` for a readable regular file.
+fn oddity(path: &Path) -> Option<(String, bool)> {
+    let link = std::fs::symlink_metadata(path).ok()?.file_type().is_symlink();
+    let target = || std::fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_else(|_| "?".into());
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        // ELOOP: a link that leads back to itself.
+        Err(e) if e.raw_os_error() == Some(40) => {
+            return Some((format!("a link that loops (→ {}): no file at its end", target()), true))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && link => {
+            return Some((format!("a link to {}, which does not exist", target()), true))
+        }
+        Err(e) => return Some((format!("cannot be read: {e}"), true)),
+    };
+    if meta.is_dir() {
+        let what = if link { format!("a link to the directory {}", target()) } else { "a directory".into() };
+        return Some((format!("{what}, not a model file"), false));
+    }
+    if !meta.is_file() {
+        // A fifo or a socket: opening it could block, so it is never opened.
+        return Some(("not a regular file (a fifo, socket or device): not read".into(), true));
+    }
+    match std::fs::File::open(path) {
+        Ok(_) => None,
+        Err(e) => Some((format!("cannot be read: {e}"), true)),
+    }
+}
+
+fn onnx_files_in(
+    dir: &Path,
+    prefix: &str,
+    out: &mut Vec<FoundFile>,
+    odd: &mut Vec<OddFile>,
+) -> Result<(), FolderError> {
     let entries = std::fs::read_dir(dir).map_err(|source| FolderError::Io { path: dir.to_path_buf(), source })?;
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(stem) = name.strip_suffix(".onnx") else { continue };
         // `metadata` follows a file link to its target; a directory (or a
-        // link to one) named `.onnx` is not a model.
-        if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+        // link to one), a dangling or looping link, an unreadable file is
+        // named with what is wrong, and the rest of the folder is checked.
+        if let Some((problem, breaks)) = oddity(&path) {
+            odd.push(OddFile { rel: format!("{prefix}{name}"), problem, breaks });
             continue;
         }
         let (base, variant) = split_variant(stem);
@@ -54,18 +102,33 @@ fn onnx_files_in(dir: &Path, prefix: &str, out: &mut Vec<FoundFile>) -> Result<(
 
 /// Every `.onnx` file of `dir` and of `dir/onnx/`, sorted by relative path.
 pub fn discover(dir: &Path) -> Result<Vec<FoundFile>, FolderError> {
-    let mut found = Vec::new();
-    onnx_files_in(dir, "", &mut found)?;
+    discover_all(dir).map(|(found, _)| found)
+}
+
+/// [`discover`], with the `.onnx` entries that are not readable model files.
+pub fn discover_all(dir: &Path) -> Result<(Vec<FoundFile>, Vec<OddFile>), FolderError> {
+    if !dir.exists() && std::fs::symlink_metadata(dir).is_err() {
+        return Err(FolderError::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or folder"),
+        });
+    }
+    let (mut found, mut odd) = (Vec::new(), Vec::new());
+    onnx_files_in(dir, "", &mut found, &mut odd)?;
     let sub = dir.join("onnx");
     // `symlink_metadata`: an `onnx` link to a directory elsewhere is not followed.
     if std::fs::symlink_metadata(&sub).is_ok_and(|m| m.is_dir()) {
-        onnx_files_in(&sub, "onnx/", &mut found)?;
+        onnx_files_in(&sub, "onnx/", &mut found, &mut odd)?;
     }
+    odd.sort_by(|a, b| a.rel.cmp(&b.rel));
     if found.is_empty() {
-        return Err(FolderError::Empty { path: dir.to_path_buf() });
+        return Err(FolderError::Empty {
+            path: dir.to_path_buf(),
+            odd: odd.iter().map(|o| format!("{} is {}", o.rel, o.problem)).collect::<Vec<_>>().join("; "),
+        });
     }
     found.sort_by(|a, b| a.rel.cmp(&b.rel));
-    Ok(found)
+    Ok((found, odd))
 }
 
 #[cfg(test)]

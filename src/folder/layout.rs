@@ -5,7 +5,7 @@
 
 use super::config::{ModelConfig, Size};
 use super::genai::GenaiConfig;
-use super::{contracts, discover, roles::role_of, sizes, FoundFile, Role};
+use super::{contracts, roles::role_of, sizes, FoundFile, Role};
 use crate::contract::{Contract, ContractError};
 use crate::error::Error;
 use crate::finding::Finding;
@@ -36,6 +36,8 @@ pub struct Layout {
     pub family: &'static str,
     /// Every size, with where it came from.
     pub sizes: BTreeMap<String, Size>,
+    /// `.onnx` entries that are not readable model files (dangling or looping links, directories).
+    pub odd: Vec<crate::folder::discover::OddFile>,
 }
 
 /// The file whose signature sizes the folder when config.json is silent:
@@ -64,7 +66,8 @@ impl Layout {
     /// `forced` names a built-in family contract to use instead of config.json's.
     pub fn read(dir: &Path, only: Option<&Path>, forced: Option<&str>) -> Result<Layout, Error> {
         let mut entries = Vec::new();
-        for file in discover(dir)? {
+        let (files, odd) = crate::folder::discover::discover_all(dir)?;
+        for file in files {
             let sig = crate::model::reader::read_usable_signature(&file.path)?;
             let role = role_of(&sig);
             entries.push(Entry { file, sig, role });
@@ -92,7 +95,7 @@ impl Layout {
         let family = family_of(forced, model_type.or(genai.as_ref().and_then(|g| g.model_type.as_deref())), seq2seq);
         let sizes =
             sizes::resolve(&stated(config.as_ref(), genai.as_ref()), main.map(|e| (e.file.rel.as_str(), &e.sig)));
-        Ok(Layout { entries, config, genai, family, sizes })
+        Ok(Layout { entries, config, genai, family, sizes, odd })
     }
 
     /// One file judged alone (its folder holds broken neighbours).
@@ -111,7 +114,7 @@ impl Layout {
         let seq2seq = contracts::is_seq2seq(&sig);
         let family = family_of(forced, config.as_ref().and_then(|c| c.model_type.as_deref()), seq2seq);
         let sizes = sizes::resolve(&stated(config.as_ref(), genai.as_ref()), Some((&file.rel, &sig)));
-        Ok(Layout { entries: vec![Entry { file, sig, role }], config, genai, family, sizes })
+        Ok(Layout { entries: vec![Entry { file, sig, role }], config, genai, family, sizes, odd: Vec::new() })
     }
 
     /// Whether the folder's encoder computes every cross-attention past of `e`
