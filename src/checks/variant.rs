@@ -14,17 +14,6 @@ use crate::plan::Plan;
 use ndarray::ArrayD;
 use std::path::Path;
 
-/// The bound a variant's departure from fp32 must stay within, by its form:
-/// float16/bfloat16 0.1 relative (5× the 0.019 measured on tjs-variants' fp16),
-/// quantized 0.5 (3.4× the good q4's 0.149, 6× q8's 0.087; the broken q4 is at 1.89).
-fn variant_bound(form: &crate::plan::numeric::NumericForm) -> (f64, &'static str) {
-    match form {
-        crate::plan::numeric::NumericForm::Quantized { .. } => (0.5, "quantized"),
-        crate::plan::numeric::NumericForm::Float32 => (1e-3, "float32"),
-        _ => (0.1, "half precision"),
-    }
-}
-
 /// A numeric variant and the folder's fp32 model on the same tokens, without
 /// a cache: the prompt plus 7 seeded tokens, compared at every generated position.
 pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit: &mut dyn FnMut(Event)) {
@@ -84,7 +73,7 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
             return emit(Event::Variant { reference: name, positions: Vec::new(), issues: vec![issue] });
         }
     };
-    let (bound, what) = variant_bound(&plan.tolerance.form);
+    let (bound, what) = crate::plan::numeric::variant_bound(&plan.tolerance.form);
     let mut positions = Vec::new();
     let n = a.shape().get(1).copied().unwrap_or(0).min(b.shape().get(1).copied().unwrap_or(0));
     for pos in start..n {

@@ -4,7 +4,7 @@
 use super::fail::{exit_code, Fail};
 use super::output::{emit, progress_line};
 use super::Format;
-use onnx_contract::render::{Github, Human, Json, Junit, Renderer, Sarif};
+use onnx_contract::render::{Github, Html, Human, Json, Junit, Renderer, Sarif};
 use onnx_contract::{exit, Checker, Contract};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -70,6 +70,10 @@ pub(crate) struct CheckArgs {
     /// (by default a pass is one screen and only failing files get their detail).
     #[arg(long, short)]
     verbose: bool,
+    /// Also write the report as one self-contained HTML page with plots to FILE
+    /// (beside the chosen --format on stdout; a CI artifact).
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 fn parse_param(s: &str) -> Result<(String, i64), String> {
@@ -129,14 +133,25 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         Format::Github => &Github,
         Format::Junit => &Junit,
         Format::Human => &Human { verbose: args.verbose },
+        Format::Html => &Html,
+    };
+    let write_html = |text: String| -> Result<(), Fail> {
+        let Some(path) = &args.html else { return Ok(()) };
+        std::fs::write(path, text).map_err(|e| Fail {
+            code: exit::USAGE,
+            kind: "usage",
+            message: format!("--html {}: cannot write: {e}", path.display()),
+        })
     };
     if is_dir {
         let report = checker.run_folder(&args.model)?;
         emit(&renderer.render_folder(&report));
+        write_html(Html.render_folder(&report))?;
         return Ok(exit_code(report.verdict, report.errors().map(|f| f.code)));
     }
     let report = checker.run(&args.model)?;
     emit(&renderer.render(&report));
+    write_html(Html.render(&report))?;
     Ok(exit_code(report.verdict, report.errors().map(|f| f.code)))
 }
 

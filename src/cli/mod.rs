@@ -43,6 +43,8 @@ pub(crate) enum Format {
     Github,
     /// JUnit XML for test dashboards (`check` only).
     Junit,
+    /// One self-contained HTML page with plots, a CI artifact (`check` only).
+    Html,
 }
 
 /// `--format json` (or `=json`) anywhere on the command line: usage errors
@@ -89,12 +91,13 @@ pub(crate) enum Command {
 /// Runs the parsed command; its exit code, or the error that ended it.
 pub(crate) fn run(cli: Cli) -> Result<i32, Fail> {
     let json_out = cli.format == Format::Json;
-    if matches!(cli.format, Format::Sarif | Format::Github | Format::Junit) && !matches!(cli.command, Command::Check(_))
+    if matches!(cli.format, Format::Sarif | Format::Github | Format::Junit | Format::Html)
+        && !matches!(cli.command, Command::Check(_))
     {
         return Err(Fail {
             code: exit::USAGE,
             kind: "usage",
-            message: "--format sarif|github|junit report a check: use them with `check`".into(),
+            message: "--format sarif|github|junit|html report a check: use them with `check`".into(),
         });
     }
     match cli.command {

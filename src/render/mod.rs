@@ -4,6 +4,8 @@
 
 #[cfg(feature = "cli")]
 pub mod github;
+#[cfg(feature = "cli")]
+pub mod html;
 pub mod json;
 #[cfg(feature = "cli")]
 pub mod junit;
@@ -60,6 +62,21 @@ impl Renderer for Human {
         } else {
             table::folder_brief(report)
         }
+    }
+}
+
+/// One self-contained HTML page with inline SVG plots (needs the `cli` feature).
+#[cfg(feature = "cli")]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Html;
+
+#[cfg(feature = "cli")]
+impl Renderer for Html {
+    fn render(&self, report: &Report) -> String {
+        html::file(report)
+    }
+    fn render_folder(&self, report: &FolderReport) -> String {
+        html::folder(report)
     }
 }
 
