@@ -148,7 +148,37 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
 /// Every file's check, in file order. Each runtime job is its own child
 /// process, mostly creating sessions (single-threaded work): run up to one
 /// per core at once. In-process runs share one ONNX Runtime: one at a time.
+/// `checker`, whose progress lines say which file they are about and how
+/// many files are left (the spinner shows one line for the whole folder).
+fn announcing(
+    checker: &Checker,
+    rel: &str,
+    left: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    total: usize,
+) -> Checker {
+    let mut c = checker.clone();
+    if let Some(inner) = checker.progress.clone() {
+        let rel = rel.to_string();
+        let name = rel.rsplit('/').next().unwrap_or(&rel).to_string();
+        c.progress = Some(std::sync::Arc::new(move |text: &str| {
+            let left = left.load(std::sync::atomic::Ordering::SeqCst);
+            // The run's own lines already start with the file's name.
+            let about = if text.starts_with(&name) { String::new() } else { format!("{rel}: ") };
+            inner(&format!("{about}{text} ({left} of {total} files to go)"))
+        }));
+        c.progress("static check");
+    }
+    c
+}
+
 fn check_entries(checker: &Checker, folder: &Folder) -> Result<Vec<FileReport>, Error> {
+    let total = folder.entries.len();
+    let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(total));
+    let check_entry = |checker: &Checker, folder: &Folder, e: &Entry| {
+        let r = check_entry(&announcing(checker, &e.file.rel, left.clone(), total), folder, e);
+        left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        r
+    };
     let workers = match checker.isolation {
         super::Isolation::InProcess => 1,
         _ => std::thread::available_parallelism().map_or(1, |n| n.get()).min(folder.entries.len()).max(1),

@@ -111,7 +111,7 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         .fetch(!no_fetch)
         .timeout(Duration::from_secs(args.timeout))
         .on_notice(|text| eprintln!("onnx-contract: {text} (--no-fetch forbids this)"))
-        .on_progress(progress_line());
+        .on_progress(progress_line(format == Format::Human));
     if let Some(c) = contract {
         checker = checker.contract(c);
     }

@@ -6,12 +6,13 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
-/// A spinner on stderr with the current stage, shown only on a terminal and
-/// only once the check has taken more than a second (quick checks stay quiet).
-pub(crate) fn progress_line() -> impl Fn(&str) + Send + Sync + 'static {
+/// A spinner on stderr with the current stage, shown only on a terminal, for
+/// people's output (`human`: never beside JSON, SARIF, …), and only once the
+/// check has taken more than a second (quick checks stay quiet).
+pub(crate) fn progress_line(for_people: bool) -> impl Fn(&str) + Send + Sync + 'static {
     use std::io::IsTerminal;
     let start = std::time::Instant::now();
-    let tty = std::io::stderr().is_terminal();
+    let tty = for_people && std::io::stderr().is_terminal();
     let bar = std::sync::Mutex::new(None::<indicatif::ProgressBar>);
     move |text: &str| {
         if !tty || start.elapsed() < Duration::from_secs(1) {

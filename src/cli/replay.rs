@@ -28,7 +28,7 @@ pub(crate) fn run(args: ReplayArgs, json_out: bool) -> Result<i32, Fail> {
         .static_only(static_only)
         .fetch(!no_fetch)
         .on_notice(|text| eprintln!("onnx-contract: {text} (--no-fetch forbids this)"))
-        .on_progress(progress_line());
+        .on_progress(progress_line(!json_out));
     let r = onnx_contract::caller::replay::replay(&checker, &trace, &model)?;
     if json_out {
         emit(&json::to_text(&r));
