@@ -223,3 +223,51 @@ fn ten_thousand_calls_replay_without_re_running_in_under_two_seconds() {
         }
     }
 }
+
+/// Real callers of every cache form beyond a growing optimum cache
+/// (tests/callers/forms.py): a correct caller of each is both fine; each
+/// mistake is named at its call with what to feed instead.
+#[test]
+fn every_cache_form_is_judged_from_the_plan_check_drives() {
+    for (trace, model) in [
+        ("static-cache-correct", "models/static-cache-llama"),
+        ("genai-shared-buffer-correct", "models/llama-genai"),
+        ("genai-hybrid-correct", "models/lfm2-genai"),
+        ("embeds-chained-correct", "models/tjs-vlm"),
+        ("gpt2-chunk-after-past", "models/gpt2-tiny"),
+    ] {
+        let (code, r) = replay(trace, model);
+        assert_eq!((code, r["at_fault"].as_str()), (0, Some("both fine")), "{trace}: {r:#}");
+        assert!(errors(&r).is_empty(), "{trace}: {:?}", errors(&r));
+    }
+    for (trace, model, call, code, says) in [
+        (
+            "static-cache-position-stuck",
+            "models/static-cache-llama",
+            1,
+            "caller-positions",
+            "`cache_position` is [0]; after 1 token the slots written are [1]",
+        ),
+        (
+            "genai-hybrid-conv-reset",
+            "models/lfm2-genai",
+            2,
+            "caller-past",
+            "`past.0.conv` is fresh zeros [1, 64, 2] (a state is carried from call to call, never zeroed again); feed `present.0.conv` of call 1",
+        ),
+        (
+            "embeds-stale",
+            "models/tjs-vlm",
+            5,
+            "caller-embeds",
+            "`inputs_embeds` = `inputs_embeds` of call 2 (embed_tokens.onnx on ids [982]), not of call 4 on ids [675]",
+        ),
+    ] {
+        let (exit, r) = replay(trace, model);
+        let e = errors(&r);
+        assert_eq!((exit, r["at_fault"].as_str()), (2, Some("caller")), "{trace}: {r:#}");
+        assert_eq!((e[0].0, e[0].1.as_str()), (Some(call), code), "{trace}: {e:#?}");
+        assert!(e[0].2.contains(says), "{trace}: {}", e[0].2);
+        assert_eq!(r["model_check"]["verdict"], "pass", "{trace}: the model is fine");
+    }
+}

@@ -317,7 +317,8 @@ fn continuing(plan: &Plan, c: &Call, feeds: &Tensors, real: i64) -> Vec<Finding>
     if let Some((p, r)) = plan.cache_position.as_ref().and_then(|p| feeds.get(p).map(|r| (p, r))) {
         if let Some(v) = r.value.as_ref().filter(|v| v.len() as i64 == n && **v != want) {
             out.push(Finding::error(Code::CallerPositions, format!(
-                "`{p}` is {v:?}; after {real} tokens the slots written are {want:?}: the cache position continues the real length (the buffer keeps its size)"
+                "`{p}` is {v:?}; after {real} token{} the slots written are {want:?}: the cache position continues the real length (the buffer keeps its size)",
+                if real == 1 { "" } else { "s" }
             )));
         }
     }
