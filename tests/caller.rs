@@ -271,3 +271,41 @@ fn every_cache_form_is_judged_from_the_plan_check_drives() {
         assert_eq!(r["model_check"]["verdict"], "pass", "{trace}: the model is fine");
     }
 }
+
+/// A JavaScript caller (tests/callers/caller.mjs, onnxruntime-node 1.30.0,
+/// recorded by js/onnx-contract-trace.mjs): the correct GPT-2 loop is both
+/// fine with every digest equal to the Python recording's, and the founding
+/// incident written in JS is the caller at call 3, with the provenance and the fix.
+#[test]
+fn a_javascript_caller_is_judged_like_a_python_one() {
+    let (code, r) = replay("js-gpt2-correct", "models/gpt2-tiny");
+    assert_eq!((code, r["at_fault"].as_str()), (0, Some("both fine")), "{r:#}");
+    let digests = |trace: &str| -> Vec<String> {
+        std::fs::read_to_string(root().join(format!("tests/traces/{trace}.jsonl")))
+            .unwrap()
+            .lines()
+            .flat_map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                let mut d: Vec<String> = ["feeds", "outputs"]
+                    .iter()
+                    .flat_map(|part| {
+                        v[part]
+                            .as_object()
+                            .unwrap()
+                            .iter()
+                            .map(|(n, t)| format!("{n}={}", t["digest"]))
+                            .collect::<Vec<_>>()
+                    })
+                    .collect();
+                d.sort();
+                d
+            })
+            .collect()
+    };
+    assert_eq!(digests("js-gpt2-correct"), digests("gpt2-correct"), "one tensor, one digest, in both recorders");
+    let (code, r) = replay("js-marian-dummy-encoder-present", "models/marian-tiny/decoder_model_merged.onnx");
+    assert_eq!((code, r["at_fault"].as_str()), (2, Some("caller")), "{r:#}");
+    let e = errors(&r);
+    assert_eq!((e[0].0, e[0].1.as_str()), (Some(3), "caller-cross-past"), "{e:#?}");
+    assert!(e[0].2.contains("`past_key_values.0.encoder.key` = `present.0.encoder.key` of call 2, which the cache branch returns as a placeholder; feed call 1's encoder presents for every later call"), "{}", e[0].2);
+}
