@@ -3,7 +3,7 @@
 //! cause, one line per file, the sizes a config stated, the variants; the
 //! full detail only for what failed. `--verbose` is `check::folder_check`.
 
-use super::check::{findings_table, port_status, verdict_line};
+use super::check::{file_banner, findings_table, folder_headline, port_status, verdict_line};
 use super::runtime::runtime_section;
 use super::signature::{flagged_ports_table, model_header};
 use super::{fit, paint, plural, style};
@@ -170,15 +170,7 @@ fn sizes_line(r: &FolderReport) -> Option<String> {
 /// `check DIR` for people: one screen when it passes, the cause first when not.
 pub fn folder_brief(r: &FolderReport) -> String {
     let failing: Vec<&FileReport> = r.files.iter().filter(|f| f.report.verdict == Verdict::Fail).collect();
-    let headline = format!(
-        "{}: {} ({} of {} failing; model_type {}, contract {})",
-        r.path,
-        paint(&r.verdict.as_str().to_uppercase()),
-        plural(failing.len(), "file"),
-        r.files.len(),
-        r.model_type.as_deref().unwrap_or("unknown"),
-        r.family_contract,
-    );
+    let headline = folder_headline(r, failing.len());
     let mut out = format!("{headline}\n");
     let first = failing
         .iter()
@@ -201,14 +193,7 @@ pub fn folder_brief(r: &FolderReport) -> String {
         r.files.iter().filter(|f| f.report.verdict == Verdict::Pass).map(|f| (f.path.as_str(), &f.report)).collect();
     out.push_str(&warnings(&passing));
     for f in &failing {
-        let _ = writeln!(
-            out,
-            "\n━━ {} ({}{}) — {}",
-            f.path,
-            f.role,
-            f.variant.as_ref().map(|v| format!(", {v}")).unwrap_or_default(),
-            f.driven_as
-        );
+        let _ = writeln!(out, "\n{}", file_banner(f));
         out.push_str(&failing_detail(&f.report));
     }
     if !failing.is_empty() || r.files.len() > 8 {
@@ -232,37 +217,13 @@ fn failing_detail(report: &Report) -> String {
     }
     out.push_str(&differing_ports(report));
     for r in &report.runtimes {
-        let ran = r.steps.iter().any(|s| !s.ok) || report.findings.iter().any(|f| is_runtime(f.code));
+        let ran =
+            r.steps.iter().any(|s| !s.ok) || report.findings.iter().any(|f| !crate::render::targets::is_static(f));
         if ran {
             out.push_str(&runtime_section(r));
         }
     }
     out
-}
-
-fn is_runtime(c: Code) -> bool {
-    !matches!(
-        c,
-        Code::InputCount
-            | Code::InputMissing
-            | Code::InputExtra
-            | Code::OutputCount
-            | Code::OutputMissing
-            | Code::OutputExtra
-            | Code::NotTensor
-            | Code::Dtype
-            | Code::Rank
-            | Code::DimValue
-            | Code::DimStatic
-            | Code::DimDynamic
-            | Code::DimUnknown
-            | Code::DimName
-            | Code::DimBinding
-            | Code::Order
-            | Code::ConfigMismatch
-            | Code::CrossFile
-            | Code::RoleUnknown
-    )
 }
 
 /// Only the inputs and outputs a finding names, numbered as in the model, with their contract status.

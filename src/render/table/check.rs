@@ -5,7 +5,7 @@ use super::runtime::runtime_section;
 use super::signature::model_header;
 use super::signature::ports_table;
 use super::{fit, new_table, paint, plural};
-use crate::checker::report::{FolderReport, Report, Verdict};
+use crate::checker::report::{FileReport, FolderReport, Report, Verdict};
 use crate::finding::{Finding, Severity};
 use comfy_table::Cell;
 use std::fmt::Write;
@@ -121,11 +121,9 @@ pub fn findings_table(findings: &[Finding]) -> String {
     format!("{t}\n")
 }
 
-/// `check DIR`: the folder's verdict and one line per file first, then the
-/// sizes and where they came from, then each file's report.
-pub fn folder_check(r: &FolderReport) -> String {
-    let failing = r.files.iter().filter(|f| f.report.verdict == Verdict::Fail).count();
-    let headline = format!(
+/// `models/x: FAIL (1 file of 3 failing; model_type marian, contract marian-decoder-merged)`
+pub(super) fn folder_headline(r: &FolderReport, failing: usize) -> String {
+    format!(
         "{}: {} ({} of {} failing; model_type {}, contract {})",
         r.path,
         paint(&r.verdict.as_str().to_uppercase()),
@@ -133,7 +131,20 @@ pub fn folder_check(r: &FolderReport) -> String {
         r.files.len(),
         r.model_type.as_deref().unwrap_or("unknown"),
         r.family_contract,
-    );
+    )
+}
+
+/// `━━ onnx/model_q4.onnx (decoder-only, q4) — how it was driven`: where one file's section starts.
+pub(super) fn file_banner(f: &FileReport) -> String {
+    let variant = f.variant.as_ref().map(|v| format!(", {v}")).unwrap_or_default();
+    format!("━━ {} ({}{variant}) — {}", f.path, f.role, f.driven_as)
+}
+
+/// `check DIR`: the folder's verdict and one line per file first, then the
+/// sizes and where they came from, then each file's report.
+pub fn folder_check(r: &FolderReport) -> String {
+    let failing = r.files.iter().filter(|f| f.report.verdict == Verdict::Fail).count();
+    let headline = folder_headline(r, failing);
     let mut out = format!("{headline}\n");
     let mut t = new_table(&["verdict", "file", "role", "first error, or how it was driven"]);
     for f in &r.files {
@@ -177,14 +188,7 @@ pub fn folder_check(r: &FolderReport) -> String {
     }
     let _ = writeln!(out, "sizes:\n{s}");
     for f in &r.files {
-        let _ = writeln!(
-            out,
-            "\n━━ {} ({}{}) — {}",
-            f.path,
-            f.role,
-            f.variant.as_ref().map(|v| format!(", {v}")).unwrap_or_default(),
-            f.driven_as
-        );
+        let _ = writeln!(out, "\n{}", file_banner(f));
         out.push_str(&check(&f.report));
     }
     let _ = writeln!(out, "\n{headline}");
