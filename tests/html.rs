@@ -88,3 +88,15 @@ fn the_html_page_is_written_beside_any_format_and_a_failed_run_shows_its_node_an
     let passing = html.find("<h2><span class=\"pass\">PASS</span> decoder_model.onnx").unwrap();
     assert!(failing < passing);
 }
+
+/// NaN and Inf (float16 overflow) are drawn on the plot's ceiling, never an
+/// axis without end: the page is written, and quickly.
+#[test]
+fn non_finite_logits_are_plotted_on_the_ceiling() {
+    let t = std::time::Instant::now();
+    let (code, html) = page(&["check", "--format", "html", "models/gpt2-fp16-overflow"]);
+    assert!(t.elapsed() < std::time::Duration::from_secs(60), "{:?}", t.elapsed());
+    assert_eq!(code, 2);
+    self_contained(&html);
+    assert!(html.contains("non-finite") && html.contains("<polyline"), "the failure and its plots");
+}

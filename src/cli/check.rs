@@ -135,9 +135,10 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         Format::Human => &Human { verbose: args.verbose },
         Format::Html => &Html,
     };
-    let write_html = |text: String| -> Result<(), Fail> {
+    // Rendered only when asked for: the page draws every plot.
+    let write_html = |text: &dyn Fn() -> String| -> Result<(), Fail> {
         let Some(path) = &args.html else { return Ok(()) };
-        std::fs::write(path, text).map_err(|e| Fail {
+        std::fs::write(path, text()).map_err(|e| Fail {
             code: exit::USAGE,
             kind: "usage",
             message: format!("--html {}: cannot write: {e}", path.display()),
@@ -146,12 +147,12 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
     if is_dir {
         let report = checker.run_folder(&args.model)?;
         emit(&renderer.render_folder(&report));
-        write_html(Html.render_folder(&report))?;
+        write_html(&|| Html.render_folder(&report))?;
         return Ok(exit_code(report.verdict, report.errors().map(|f| f.code)));
     }
     let report = checker.run(&args.model)?;
     emit(&renderer.render(&report));
-    write_html(Html.render(&report))?;
+    write_html(&|| Html.render(&report))?;
     Ok(exit_code(report.verdict, report.errors().map(|f| f.code)))
 }
 

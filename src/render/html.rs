@@ -37,6 +37,8 @@ struct Series {
 
 /// The smallest value a log axis shows: an exact 0 is drawn on the floor.
 const FLOOR: f64 = 1e-12;
+/// The largest: NaN, Inf and overflowing values are drawn on the ceiling.
+const CEILING: f64 = 1e12;
 
 /// An inline SVG line plot on a log y axis, with an optional bound drawn as a red line.
 fn plot(title: &str, x_label: &str, y_label: &str, series: &[Series], bound: Option<(String, f64)>) -> String {
@@ -51,8 +53,10 @@ fn plot(title: &str, x_label: &str, y_label: &str, series: &[Series], bound: Opt
         (x0, x1)
     };
     let ys = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).chain(bound.iter().map(|b| b.1));
-    // At least six decades shown: an all-zero series sits on the floor of a readable axis.
-    let hi = ys.filter(|y| y.is_finite()).fold(1e-6, f64::max) * 10.0;
+    // At least six decades shown: an all-zero series sits on the floor of a readable axis;
+    // at most up to CEILING: a non-finite value stands as the largest float on the wire,
+    // and an axis up to it would never end its ticks.
+    let hi = (ys.filter(|y| y.is_finite()).fold(1e-6, f64::max) * 10.0).min(CEILING);
     let whole = series.iter().all(|s| s.points.iter().all(|p| p.0.fract() == 0.0));
     let ticks = (x1 - x0).round() as usize + 1;
     {
@@ -74,7 +78,7 @@ fn plot(title: &str, x_label: &str, y_label: &str, series: &[Series], bound: Opt
             mesh.draw()?;
             for s in series {
                 let pts: Vec<(f64, f64)> =
-                    s.points.iter().map(|&(x, y)| (x, if y.is_finite() { y.max(FLOOR) } else { hi })).collect();
+                    s.points.iter().map(|&(x, y)| (x, if y.is_finite() { y.clamp(FLOOR, hi) } else { hi })).collect();
                 let color = s.color;
                 chart
                     .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?

@@ -215,7 +215,18 @@ fn failing_detail(report: &Report) -> String {
     if info > 0 {
         let _ = writeln!(out, "({} more with --verbose)", plural(info, "info finding"));
     }
-    out.push_str(&differing_ports(report));
+    let ports = differing_ports(report);
+    if ports.is_empty() {
+        // The static check ran and found nothing to say: say so, in one line.
+        let sig = &report.signature;
+        let _ = writeln!(
+            out,
+            "static check: {}, {} as the contract says",
+            plural(sig.inputs.len(), "input"),
+            plural(sig.outputs.len(), "output")
+        );
+    }
+    out.push_str(&ports);
     for r in &report.runtimes {
         let ran =
             r.steps.iter().any(|s| !s.ok) || report.findings.iter().any(|f| !crate::render::targets::is_static(f));
