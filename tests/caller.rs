@@ -256,6 +256,13 @@ fn every_cache_form_is_judged_from_the_plan_check_drives() {
             "`past.0.conv` is fresh zeros [1, 64, 2] (a state is carried from call to call, never zeroed again); feed `present.0.conv` of call 1",
         ),
         (
+            "gpt2-chunk-positions-restart",
+            "models/gpt2-tiny",
+            3,
+            "caller-positions",
+            "`position_ids` is [0, 1, 2]; after a past of 6 the positions are [6, 7, 8]",
+        ),
+        (
             "embeds-stale",
             "models/tjs-vlm",
             5,

@@ -138,8 +138,9 @@ def embeds(rec, stale=False):
 
 
 # ---------------------------------------------------------------- a chunk onto a past
-def chunk_after_past(rec):
-    """GPT-2: the prompt, two one-token steps, a second user turn of 3 tokens at once, two more steps."""
+def chunk_after_past(rec, restart=False):
+    """GPT-2: the prompt, two one-token steps, a second user turn of 3 tokens at once, two more steps
+    (restart: the chunk's positions start again at 0 instead of continuing the past)."""
     dec = load(MODELS / "gpt2-tiny" / "model.onnx", rec)
     past = {f"past_key_values.{l}.{kv}": np.zeros((1, 4, 0, 8), np.float32) for l in range(2) for kv in ("key", "value")}
     tokens, new = [3, 14, 15, 92], []
@@ -151,6 +152,8 @@ def chunk_after_past(rec):
         feeds = {"input_ids": np.array([ids], np.int64), **past,
                  "attention_mask": np.ones((1, length + len(ids)), np.int64),
                  "position_ids": np.arange(length, length + len(ids), dtype=np.int64)[None]}
+        if restart and len(ids) > 1 and length > 0:
+            feeds["position_ids"] = np.arange(len(ids), dtype=np.int64)[None]
         out = run(dec, feeds)
         past = carried(out, past)
         tokens.append(greedy(out))
@@ -167,6 +170,7 @@ CALLERS = {
     "embeds-chained-correct": embeds,
     "embeds-stale": lambda rec: embeds(rec, stale=True),
     "gpt2-chunk-after-past": chunk_after_past,
+    "gpt2-chunk-positions-restart": lambda rec: chunk_after_past(rec, restart=True),
 }
 
 
