@@ -166,6 +166,43 @@ pub struct Finding {
     /// Index of the recorded call (replay and feed guard findings).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<usize>,
+    /// The change a remedy would try for this finding (`--remedy` runs it
+    /// and re-checks before saying anything of it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<Repair>,
+}
+
+/// A change to an export that may remove a finding: what `--remedy` applies
+/// to a copy of the folder and re-checks. Never a suggestion by itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Repair {
+    /// Compute a float16 model's node in float32, behind Casts.
+    KeepFloat32 {
+        /// The node's name (main graph).
+        node: String,
+        /// The computed tensors the run saw as float16 (the node's inputs among them).
+        float16: Vec<String>,
+    },
+    /// Take a quantized variant's node back from the fp32 model.
+    Unquantize {
+        /// The tensor both models write.
+        tensor: String,
+        /// The fp32 model's node writing it (the quantizer's name for it).
+        node: String,
+        /// The fp32 file, relative to the folder.
+        reference: String,
+    },
+    /// Set a key of a JSON config file to the value the graph has.
+    SetConfig {
+        /// The file, relative to the folder (`config.json`).
+        file: String,
+        /// The key.
+        key: String,
+        /// The value the graph has.
+        value: serde_json::Value,
+    },
 }
 
 impl Finding {
@@ -184,7 +221,13 @@ impl Finding {
             cause: None,
             runtime: None,
             call: None,
+            repair: None,
         }
+    }
+    /// The change a remedy would try.
+    pub fn repair(mut self, r: Option<Repair>) -> Self {
+        self.repair = r;
+        self
     }
     /// An error finding.
     pub fn error(code: Code, message: impl Into<String>) -> Self {

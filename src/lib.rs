@@ -29,7 +29,10 @@ mod checker;
 mod checks;
 pub mod contract;
 pub mod diagnose;
+pub mod edit;
 pub mod engine;
+#[cfg(feature = "runtime")]
+pub(crate) mod repro;
 pub mod error;
 pub mod exit;
 pub mod finding;

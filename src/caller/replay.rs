@@ -35,6 +35,9 @@ pub struct Reproduction {
     /// chained from the re-run's outputs, built from the protocol, seeded), with the inputs.
     #[serde(default)]
     pub fed: Vec<String>,
+    /// `--repro`: the failing node cut out with the values the re-run fed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repro: Option<crate::engine::events::Repro>,
 }
 
 /// With the cache against the trace's pattern, measured by the tool on this model.
@@ -209,7 +212,7 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
     if let Some(d) = decoder.filter(|_| !checker.is_static_only()) {
         let report = checker.clone().run(&d.file.path)?;
         if !caller_ok {
-            reproduction = match reproduce(&layout, d, &calls) {
+            reproduction = match reproduce(&layout, d, &calls, checker.repro_to()) {
                 Ok(r) => Some(r),
                 Err(why) => {
                     findings.push(Finding::new(
@@ -291,7 +294,12 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
 }
 
 /// Re-runs the caller's calls to `d` in a child process until one fails.
-fn reproduce(layout: &Layout, d: &Entry, calls: &[Call]) -> Result<Reproduction, String> {
+fn reproduce(
+    layout: &Layout,
+    d: &Entry,
+    calls: &[Call],
+    repro: Option<crate::engine::options::ReproTo>,
+) -> Result<Reproduction, String> {
     // The family's plan; for an export that contract does not fit (incident 1's),
     // the plan of the model's own signature: re-running needs only its vocabulary.
     let own = || {
@@ -337,7 +345,7 @@ fn reproduce(layout: &Layout, d: &Entry, calls: &[Call]) -> Result<Reproduction,
     }
     let lib = locate::locate(None).map_err(|e| e.to_string())?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let options = Options { replay: Some(replay), ..Options::default() };
+    let options = Options { replay: Some(replay), repro, ..Options::default() };
     let job = Job { model: d.file.path.clone(), ort_lib: lib.path.clone(), plan, options };
     let r = child::run(&exe, &job, &lib.source.to_string(), Duration::from_secs(600), &|_| {});
     let failed = r.replayed.iter().find_map(|(c, e, n)| {
@@ -370,7 +378,8 @@ fn reproduce(layout: &Layout, d: &Entry, calls: &[Call]) -> Result<Reproduction,
             format!("{how}: {}", fold_names(&names).join(", "))
         })
         .collect();
-    Ok(Reproduction { model: d.file.rel.clone(), calls: r.replayed.iter().map(|(c, _, _)| *c).collect(), failed, fed })
+    let calls = r.replayed.iter().map(|(c, _, _)| *c).collect();
+    Ok(Reproduction { model: d.file.rel.clone(), calls, failed, fed, repro: r.repros.into_iter().next() })
 }
 
 /// The most elements a re-created feed may have (a real past is far below it).

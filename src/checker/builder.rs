@@ -26,6 +26,7 @@ impl Default for Checker {
             progress: None,
             family: None,
             deep: false,
+            repro: None,
         }
     }
 }
@@ -51,6 +52,19 @@ impl Checker {
     pub fn contract(mut self, contract: Contract) -> Self {
         self.contract = Some(contract);
         self
+    }
+    /// Write a minimal reproduction of each failing, non-finite or diverging
+    /// node into `dir` (one folder per file and finding: model, inputs,
+    /// script, README); `command` is quoted in their READMEs. The checked
+    /// folder is never written to: see [`crate::remedy::outside`].
+    pub fn repro(mut self, dir: impl Into<PathBuf>, command: impl Into<String>) -> Self {
+        self.repro = Some((dir.into(), command.into()));
+        self
+    }
+    /// Where `--repro` writes, as the job carries it.
+    #[cfg(feature = "runtime")]
+    pub(crate) fn repro_to(&self) -> Option<crate::engine::options::ReproTo> {
+        self.repro.as_ref().map(|(dir, command)| crate::engine::options::ReproTo { dir: dir.clone(), command: command.clone() })
     }
     /// Only the static signature check (no ONNX Runtime).
     pub fn static_only(mut self, yes: bool) -> Self {

@@ -83,6 +83,8 @@ pub struct Checker {
     progress: Option<Notice>,
     family: Option<String>,
     deep: bool,
+    /// `--repro DIR`: (folder, command line) for minimal reproductions.
+    repro: Option<(PathBuf, String)>,
 }
 
 /// Steps per run under [`Checker::deep`].
@@ -297,6 +299,7 @@ impl Checker {
                     .and_then(|p| p.ty.tensor_parts())
                     .and_then(|(_, d)| d.and_then(|d| d.first().cloned()))
                     .is_some_and(|d| !matches!(d, crate::model::signature::Dim::Fixed(_))),
+            repro: self.repro_to(),
             ..Default::default()
         };
         let mut reports = Vec::new();

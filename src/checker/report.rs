@@ -238,3 +238,35 @@ impl FolderReport {
             .filter(|f| f.severity == Severity::Error)
     }
 }
+
+/// What a run measured, in a few words: steps, parity, batch, chunk.
+pub fn measured(r: &RuntimeReport) -> Option<String> {
+    let ok = r.steps.iter().filter(|s| s.ok).count();
+    if r.steps.is_empty() {
+        return None;
+    }
+    let parity = r
+        .steps
+        .iter()
+        .filter_map(|s| s.parity_max_abs_diff)
+        .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.max(p))));
+    // max |Δ| in two significant figures: what a row has room for.
+    let e = |x: f64| if x == 0.0 { "0".to_string() } else { format!("{x:.1e}") };
+    let mut parts =
+        vec![if ok == r.steps.len() { format!("{ok} steps") } else { format!("{ok}/{} steps", r.steps.len()) }];
+    if let Some((reference, positions)) = &r.variant {
+        let abs = positions.iter().map(|p| p.1).fold(0.0, f64::max);
+        let agree = positions.iter().filter(|p| p.3).count();
+        parts.push(format!("vs {reference} {}, top-1 {agree}/{}", e(abs), positions.len()));
+    }
+    if let Some(p) = parity {
+        parts.push(format!("parity {}", e(p)));
+    }
+    if !r.batch.is_empty() {
+        parts.push(format!("batch {}", e(r.batch.iter().map(|b| b.2).fold(0.0, f64::max))));
+    }
+    if !r.chunk.is_empty() {
+        parts.push(format!("chunk {}", e(r.chunk.iter().map(|c| c.1).fold(0.0, f64::max))));
+    }
+    Some(parts.join(", "))
+}

@@ -13,6 +13,8 @@ use crate::engine::driver::{inject_fault, recompute};
 use crate::engine::events::Event;
 use crate::engine::feeds::{Cache, Feed, StepInput};
 use crate::engine::session::run;
+use crate::finding::{Code, Repair};
+use crate::repro::{reproduce, Problem};
 use std::time::Instant;
 
 /// One run of `steps` steps from a step-0 past of length `dummy`.
@@ -59,7 +61,12 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
             Err(message) => {
                 let node = diagnose(ctx.env, &model, &message, &feeds, opts);
                 let cause = failure_cause(&message, step, cache.past_len, node.as_ref());
-                return emit(Event::Failure { variant: dummy, step, message, node, cause });
+                let repro = node.as_ref().and_then(|n| {
+                    let problem = Problem::Fails { message: &message };
+                    reproduce(ctx.env, &model, &feeds, &n.name, Code::RunFailed, problem, opts)
+                });
+                emit(Event::Failure { variant: dummy, step, message, node, cause });
+                return repro.into_iter().for_each(|r| emit(Event::Repro(r)));
             }
         };
         let seconds = t.elapsed().as_secs_f64();
@@ -93,7 +100,7 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
             match full {
                 Ok(full) => parity = out.floats.get(&plan.logits).map(|c| step::gap(c, &full)),
                 Err(message) => issues.push(crate::engine::events::StepIssue::error(
-                    crate::finding::Code::Parity,
+                    Code::Parity,
                     format!("recomputing without cache failed: {}", first_line(&message)),
                     None,
                 )),
@@ -101,13 +108,19 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
         }
         issues.extend(parity.and_then(|p| step::parity_issue(plan, p)));
         // NaN/Inf: name the first node that produced it, on the first such finding.
-        if let Some(i) = issues.iter_mut().find(|i| i.code == crate::finding::Code::NonFinite) {
-            if let Some((node, cause)) = crate::diagnose::non_finite::first_non_finite(ctx.env, &model, &feeds, opts) {
-                i.node = Some(node);
-                i.cause = Some(cause);
+        let mut repro = None;
+        if let Some(i) = issues.iter_mut().find(|i| i.code == Code::NonFinite) {
+            if let Some(n) = crate::diagnose::non_finite::first_non_finite(ctx.env, &model, &feeds, opts) {
+                i.node = Some(n.display);
+                i.cause = Some(n.cause);
+                let half = !n.float16.is_empty() || plan.tolerance.form == crate::plan::numeric::NumericForm::Float16;
+                if half {
+                    i.repair = Some(Repair::KeepFloat32 { node: n.name.clone(), float16: n.float16 });
+                }
+                repro = reproduce(ctx.env, &model, &feeds, &n.name, Code::NonFinite, Problem::NonFinite, opts);
             }
         }
-        let failed_hard = issues.iter().any(|i| i.code != crate::finding::Code::Parity);
+        let failed_hard = issues.iter().any(|i| i.code != Code::Parity);
         emit(Event::Step {
             variant: dummy,
             step,
@@ -119,6 +132,9 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
             recompute_seconds,
             issues,
         });
+        if let Some(r) = repro {
+            emit(Event::Repro(r));
+        }
         let Some(logits) = out.floats.get(&plan.logits).filter(|_| !failed_hard) else { return };
         if opts.deep && !pair_step0 && Some(&dummy) == plan.step0_past_lengths.first() {
             ctx.recorded.push((step, feeds.clone(), logits.clone()));

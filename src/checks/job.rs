@@ -15,6 +15,7 @@ use crate::engine::feeds::{self, Rng};
 use crate::engine::options::Job;
 use crate::engine::runtime_report::{End, RuntimeReport};
 use crate::engine::session::run;
+use crate::finding::Code;
 use ndarray::{ArrayD, IxDyn};
 use std::io::{Read, Write};
 use std::time::Instant;
@@ -40,6 +41,7 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         Err(e) => return emit(fatal(Stage::Runtime, e.to_string(), load_error_cause(&e))),
     };
     emit(Event::Runtime { version: runtime_version(lib), path: lib.display().to_string() });
+    crate::repro::set_library(lib);
     let mut ctx = match prepare(&env, job, emit) {
         Ok(ctx) => ctx,
         Err(ev) => return emit(*ev),
@@ -56,8 +58,14 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
                     emit(Event::Replayed { call: c.call, error: None, node: None, sources })
                 }
                 Err(message) => {
-                    let node = diagnose(ctx.env, &ctx.job.model, &message, &feeds, &ctx.job.options);
+                    let (model, opts) = (&ctx.job.model, &ctx.job.options);
+                    let node = diagnose(ctx.env, model, &message, &feeds, opts);
+                    let repro = node.as_ref().and_then(|n| {
+                        let problem = crate::repro::Problem::Fails { message: &message };
+                        crate::repro::reproduce(ctx.env, model, &feeds, &n.name, Code::RunFailed, problem, opts)
+                    });
                     emit(Event::Replayed { call: c.call, error: Some(message), node, sources });
+                    repro.into_iter().for_each(|r| emit(Event::Repro(r)));
                     break;
                 }
             }

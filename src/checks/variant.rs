@@ -5,7 +5,10 @@
 
 use crate::checks::step;
 use crate::diagnose::cause::first_line;
-use crate::diagnose::diverge::{first_divergent, relative};
+use crate::diagnose::diverge::{first_divergent, relative, Divergence};
+use crate::finding::{Code, Repair};
+use crate::plan::numeric::NumericForm;
+use crate::repro::{reproduce, Problem};
 use crate::engine::context::{open, Ctx};
 use crate::engine::events::{Event, StepIssue};
 use crate::engine::feeds::{self, Cache, Feed, Rng, Uncached};
@@ -66,7 +69,7 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
         Ok(x) => x,
         Err(e) => {
             let issue = StepIssue::error(
-                crate::finding::Code::VariantDivergence,
+                Code::VariantDivergence,
                 format!("could not compare with {name}: {}", first_line(&e)),
                 None,
             );
@@ -86,6 +89,7 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
         _ => Some(p),
     });
     let mut issues = Vec::new();
+    let mut repros = Vec::new();
     let opts = &ctx.job.options;
     // A pair's encoder is judged on its own output: a decoder that reads its
     // encoder little (bart-tjs: random states move its logits by 0.016) would
@@ -99,7 +103,7 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
     let encoder_departs = encoder.filter(|e| e.4.is_nan() || e.4 > bound);
     if let Some((enc, fp32, feeds, abs, rel)) = encoder_departs {
         let mut i = StepIssue::error(
-            crate::finding::Code::VariantDivergence,
+            Code::VariantDivergence,
             format!(
                 "{} departs from {} (fp32) by relative {rel:.2} (max |Δ| {abs:.3e}) on the same source: the states every decoder step of this pair reads",
                 file(enc),
@@ -110,7 +114,8 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
         let mut cause = format!(
             "a {what} encoder is expected within {bound} relative of fp32; far beyond it the conversion itself is wrong (a bad quantization recipe or scale layout)"
         );
-        i.node = locate(ctx.env, (enc, feeds), (fp32, feeds), opts, bound, &file(fp32), &mut cause);
+        let d = locate(ctx.env, (enc, feeds), (fp32, feeds), opts, bound, &file(fp32), &mut cause);
+        repros.extend(d.and_then(|d| point(ctx.env, &mut i, d, (enc, feeds), (fp32, feeds), bound, &plan.tolerance.form, opts)));
         i.cause = Some(cause);
         issues.push(i);
     }
@@ -118,7 +123,7 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
         let agree = positions.iter().filter(|p| p.3).count();
         let first = positions.iter().find(|p| p.2.is_nan() || p.2 > bound).map_or(pos, |p| p.0);
         let mut i = StepIssue::error(
-            crate::finding::Code::VariantDivergence,
+            Code::VariantDivergence,
             format!(
                 "departs from {name} (fp32) by relative {rel:.2} (max |Δ| {abs:.3e}) at generated position {pos}, first beyond {bound} at position {first}; top-1 agrees at {agree} of {} positions",
                 positions.len()
@@ -132,21 +137,55 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
             Some(_) => cause.push_str("; the pair's encoder already departs (the encoder finding names where)"),
             // Where: the same tokens through both graphs, every tensor exposed.
             None => {
-                i.node = locate(
-                    ctx.env,
-                    (&ctx.job.model, &ours),
-                    (reference, &theirs),
-                    opts,
-                    bound,
-                    &file(reference),
-                    &mut cause,
-                )
+                let (model, env) = (&ctx.job.model, ctx.env);
+                let d = locate(env, (model, &ours), (reference, &theirs), opts, bound, &file(reference), &mut cause);
+                let form = &plan.tolerance.form;
+                repros.extend(
+                    d.and_then(|d| point(env, &mut i, d, (model, &ours), (reference, &theirs), bound, form, opts)),
+                );
             }
         }
         i.cause = Some(cause);
         issues.push(i);
     }
     emit(Event::Variant { reference: name, positions, issues });
+    for r in repros {
+        emit(Event::Repro(r));
+    }
+}
+
+/// Points the finding at the diverging node, says what a remedy would change
+/// (float16: keep the node in float32; quantized: take it back from fp32),
+/// and writes its reproduction when asked.
+#[allow(clippy::too_many_arguments)]
+fn point(
+    env: &ort::environment::Environment,
+    issue: &mut StepIssue,
+    d: Divergence,
+    ours: (&Path, &[Feed]),
+    fp32: (&Path, &[Feed]),
+    bound: f64,
+    form: &NumericForm,
+    opts: &crate::engine::options::Options,
+) -> Option<crate::engine::events::Repro> {
+    issue.node = Some(d.replaced_by.clone().unwrap_or_else(|| d.node.clone()));
+    issue.repair = match form {
+        NumericForm::Quantized { .. } => Some(Repair::Unquantize {
+            tensor: d.tensor.clone(),
+            node: d.node_name.clone(),
+            reference: fp32.0.display().to_string(),
+        }),
+        NumericForm::Float16 => Some(Repair::KeepFloat32 { node: d.writer_name.clone(), float16: d.float16.clone() }),
+        _ => None,
+    };
+    let problem = Problem::Departs {
+        reference: fp32.0,
+        reference_feeds: fp32.1,
+        reference_node: &d.node_name,
+        tensor: &d.tensor,
+        bound,
+    };
+    reproduce(env, ours.0, ours.1, &d.writer_name, Code::VariantDivergence, problem, opts)
 }
 
 /// The first node where `ours` departs from `fp32` (appended to `cause`), or why it is not named.
@@ -158,7 +197,7 @@ fn locate(
     bound: f64,
     fp32_name: &str,
     cause: &mut String,
-) -> Option<String> {
+) -> Option<Divergence> {
     match first_divergent(env, ours, fp32, opts, bound) {
         Ok(Some(d)) => {
             let by = d.replaced_by.as_ref().map(|r| format!(", written in the variant by {r}")).unwrap_or_default();
@@ -166,7 +205,7 @@ fn locate(
                 "; first node departing from {fp32_name} by more than {bound}: {}{by}, `{}` relative {:.2} (max |Δ| {:.3e}), after {} matched tensors within it",
                 d.node, d.tensor, d.rel, d.abs, d.compared
             ));
-            Some(d.replaced_by.unwrap_or(d.node))
+            Some(d)
         }
         Ok(None) => {
             cause.push_str(&format!(

@@ -22,6 +22,12 @@ pub(crate) struct Divergence {
     pub(crate) node: String,
     /// `path (Op)` of the variant's node writing the same tensor, when it differs.
     pub(crate) replaced_by: Option<String>,
+    /// The fp32 node's own name.
+    pub(crate) node_name: String,
+    /// The variant's node writing the tensor (its own name).
+    pub(crate) writer_name: String,
+    /// The variant writer's computed inputs that ran as float16.
+    pub(crate) float16: Vec<String>,
     /// The tensor compared.
     pub(crate) tensor: String,
     /// max |Δ| over the tensor.
@@ -80,8 +86,23 @@ pub(crate) fn first_divergent(
                     .get(o.as_str())
                     .filter(|w| w.path != n.path || w.op_type != n.op_type)
                     .map(|w| format!("{} ({})", w.path, w.op_type));
+                let w = writer.get(o.as_str());
+                let float16 = w
+                    .map(|w| {
+                        w.inputs
+                            .iter()
+                            .filter(|i| {
+                                v_out.infos.iter().any(|x| &x.name == *i && x.dtype == crate::model::signature::ElemType::F16)
+                            })
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 return Ok(Some(Divergence {
                     node: format!("{} ({})", n.path, n.op_type),
+                    node_name: n.name.clone(),
+                    writer_name: w.map_or_else(|| n.name.clone(), |w| w.name.clone()),
+                    float16,
                     replaced_by,
                     tensor: o.clone(),
                     abs,

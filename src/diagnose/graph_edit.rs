@@ -15,15 +15,15 @@ use std::ops::Range;
 
 /// One top-level field of a serialized message.
 #[derive(Clone, Debug)]
-struct Field {
-    number: u32,
+pub(crate) struct Field {
+    pub(crate) number: u32,
     /// The whole field, tag included.
-    all: Range<usize>,
+    pub(crate) all: Range<usize>,
     /// The payload of a length-delimited field (empty range otherwise).
-    payload: Range<usize>,
+    pub(crate) payload: Range<usize>,
 }
 
-fn varint(buf: &[u8], pos: &mut usize) -> Result<u64, String> {
+pub(crate) fn varint(buf: &[u8], pos: &mut usize) -> Result<u64, String> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let b = *buf.get(*pos).ok_or("truncated varint")?;
@@ -36,7 +36,7 @@ fn varint(buf: &[u8], pos: &mut usize) -> Result<u64, String> {
     Err("varint too long".into())
 }
 
-fn fields(buf: &[u8]) -> Result<Vec<Field>, String> {
+pub(crate) fn fields(buf: &[u8]) -> Result<Vec<Field>, String> {
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < buf.len() {
@@ -66,7 +66,7 @@ fn fields(buf: &[u8]) -> Result<Vec<Field>, String> {
     Ok(out)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -74,27 +74,27 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
-fn len_field(out: &mut Vec<u8>, number: u32, payload: &[u8]) {
+pub(crate) fn len_field(out: &mut Vec<u8>, number: u32, payload: &[u8]) {
     put_varint(out, (u64::from(number) << 3) | 2);
     put_varint(out, payload.len() as u64);
     out.extend_from_slice(payload);
 }
 
 /// A `ValueInfoProto` with only a name: ONNX Runtime infers its type.
-fn name_only_value_info(name: &str) -> Vec<u8> {
+pub(crate) fn name_only_value_info(name: &str) -> Vec<u8> {
     let mut v = Vec::new();
     len_field(&mut v, 1, name.as_bytes());
     v
 }
 
-const GRAPH_NODE: u32 = 1;
-const GRAPH_INITIALIZER: u32 = 5;
-const GRAPH_OUTPUT: u32 = 12;
-const GRAPH_VALUE_INFO: u32 = 13;
-const MODEL_GRAPH: u32 = 7;
-const NODE_ATTRIBUTE: u32 = 5;
-const ATTR_NAME: u32 = 1;
-const ATTR_G: u32 = 6;
+pub(crate) const GRAPH_NODE: u32 = 1;
+pub(crate) const GRAPH_INITIALIZER: u32 = 5;
+pub(crate) const GRAPH_OUTPUT: u32 = 12;
+pub(crate) const GRAPH_VALUE_INFO: u32 = 13;
+pub(crate) const MODEL_GRAPH: u32 = 7;
+pub(crate) const NODE_ATTRIBUTE: u32 = 5;
+pub(crate) const ATTR_NAME: u32 = 1;
+pub(crate) const ATTR_G: u32 = 6;
 
 /// Where a node lives: the `If` nodes and branches on the way, then the node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -179,6 +179,8 @@ fn search(
 pub struct FlatNode {
     /// `optimum::if (then_branch) → /Gemm` inside a branch, else the name.
     pub path: String,
+    /// The node's own name.
+    pub name: String,
     /// Its operator.
     pub op_type: String,
     /// Its inputs.
@@ -197,6 +199,7 @@ pub fn flatten(model: &[u8], prefer: &dyn Fn(&str) -> Option<bool>) -> Result<(N
     let mut out = Vec::new();
     let flat = |n: &pb::NodeProto, prefix: &str| FlatNode {
         path: format!("{prefix}{}", n.name.clone().unwrap_or_default()),
+        name: n.name.clone().unwrap_or_default(),
         op_type: n.op_type.clone().unwrap_or_default(),
         inputs: n.input.clone(),
         outputs: n.output.clone(),
@@ -223,7 +226,7 @@ pub fn flatten(model: &[u8], prefer: &dyn Fn(&str) -> Option<bool>) -> Result<(N
 }
 
 /// Names a node reads, including outer-scope names read inside its subgraphs.
-fn reads(n: &pb::NodeProto, out: &mut HashSet<String>) {
+pub(crate) fn reads(n: &pb::NodeProto, out: &mut HashSet<String>) {
     out.extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
     for a in &n.attribute {
         for g in a.g.iter().chain(&a.graphs) {
@@ -234,12 +237,24 @@ fn reads(n: &pb::NodeProto, out: &mut HashSet<String>) {
     }
 }
 
-/// The model bytes with `wanted` exposed as the only graph outputs, keeping
-/// only the nodes they depend on. For a node inside branches, each `If` on
-/// `path` is replaced by the branch taken.
-pub fn expose(model: &[u8], path: &NodePath, wanted: &[String]) -> Result<Vec<u8>, String> {
+/// The main graph's nodes with each `If` on `path` replaced by its taken
+/// branch: byte ranges into the model, decoded nodes, and the branches'
+/// own initializers and value infos (ranges) that now belong to the main graph.
+pub(crate) struct Lifted {
+    /// The model's top-level fields.
+    pub(crate) model_fields: Vec<Field>,
+    /// The main graph's payload range.
+    pub(crate) graph: Range<usize>,
+    /// Node fields in execution order (absolute ranges), decoded.
+    pub(crate) nodes: Vec<(Range<usize>, pb::NodeProto)>,
+    /// Initializer and value-info fields of the lifted branches.
+    pub(crate) extra_graph_fields: Vec<Range<usize>>,
+}
+
+/// Lifts the branches on `path` into the main graph (see [`Lifted`]).
+pub(crate) fn lift(model: &[u8], path: &NodePath) -> Result<Lifted, String> {
     let model_fields = fields(model)?;
-    let graph_field = model_fields.iter().find(|f| f.number == MODEL_GRAPH).ok_or("model has no graph")?;
+    let graph_field = model_fields.iter().find(|f| f.number == MODEL_GRAPH).ok_or("model has no graph")?.clone();
     let graph_bytes = &model[graph_field.payload.clone()];
 
     // Flatten: start from the main graph's node entries (as byte ranges into
@@ -264,6 +279,15 @@ pub fn expose(model: &[u8], path: &NodePath, wanted: &[String]) -> Result<Vec<u8
             nodes.insert(idx + k, entry);
         }
     }
+    Ok(Lifted { model_fields, graph: graph_field.payload.clone(), nodes, extra_graph_fields })
+}
+
+/// The model bytes with `wanted` exposed as the only graph outputs, keeping
+/// only the nodes they depend on. For a node inside branches, each `If` on
+/// `path` is replaced by the branch taken.
+pub fn expose(model: &[u8], path: &NodePath, wanted: &[String]) -> Result<Vec<u8>, String> {
+    let Lifted { model_fields, graph: graph_range, nodes, extra_graph_fields } = lift(model, path)?;
+    let graph_bytes = &model[graph_range];
 
     // Keep only the ancestors of what we want (the failing node must not run).
     let mut needed: HashSet<String> = wanted.iter().cloned().collect();
@@ -306,7 +330,7 @@ pub fn expose(model: &[u8], path: &NodePath, wanted: &[String]) -> Result<Vec<u8
 }
 
 /// Node entries of a graph: (absolute byte range of the whole field, decoded node).
-fn node_entries(base: usize, graph_bytes: &[u8]) -> Result<Vec<(Range<usize>, pb::NodeProto)>, String> {
+pub(crate) fn node_entries(base: usize, graph_bytes: &[u8]) -> Result<Vec<(Range<usize>, pb::NodeProto)>, String> {
     let mut out = Vec::new();
     for f in fields(graph_bytes)? {
         if f.number == GRAPH_NODE {

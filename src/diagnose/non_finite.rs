@@ -7,6 +7,15 @@ use crate::engine::feeds::Feed;
 use crate::engine::options::Options;
 use std::path::Path;
 
+/// The first non-finite node: `path (Op)`, the cause, its own name and
+/// its computed inputs that ran as float16.
+pub(crate) struct NonFiniteNode {
+    pub(crate) display: String,
+    pub(crate) cause: String,
+    pub(crate) name: String,
+    pub(crate) float16: Vec<String>,
+}
+
 /// The first node, in execution order, whose output holds NaN or Inf while
 /// its inputs are finite: every node output exposed (the taken `If` branch
 /// lifted), graph optimizations off so the graph runs as written. Constants
@@ -17,7 +26,7 @@ pub(crate) fn first_non_finite(
     model: &Path,
     feeds: &[Feed],
     opts: &Options,
-) -> Option<(String, String)> {
+) -> Option<NonFiniteNode> {
     let (nodes, out) = exposed_run(env, model, feeds, opts).ok()?;
     let finite = |name: &str| out.floats.get(name).is_none_or(|a| a.iter().all(|v| v.is_finite()));
     for n in &nodes {
@@ -40,16 +49,24 @@ pub(crate) fn first_non_finite(
             }
             let float16 = feeds.iter().any(|f| f.elem == crate::model::signature::ElemType::F16)
                 || out.infos.iter().any(|i| i.dtype == crate::model::signature::ElemType::F16);
-            let remedy = if float16 {
-                format!("; a float16 overflow (max 65504): keep this {} in float32 when converting (onnxconverter-common node_block_list / op_block_list)", n.op_type)
-            } else {
-                String::new()
-            };
+            // Not a remedy: `--remedy` runs the float32 island and says whether it works.
+            let remedy = if float16 { "; a float16 overflow (float16's largest finite is 65504)" } else { "" };
+            let half: Vec<String> = n
+                .inputs
+                .iter()
+                .filter(|i| out.infos.iter().any(|o| &o.name == *i && o.dtype == crate::model::signature::ElemType::F16))
+                .cloned()
+                .collect();
             let cause = format!(
                 "the first node whose output is NaN/Inf while its inputs are finite: {}{remedy}",
                 ranges.join(", ")
             );
-            return Some((format!("{} ({})", n.path, n.op_type), cause));
+            return Some(NonFiniteNode {
+                display: format!("{} ({})", n.path, n.op_type),
+                cause,
+                name: n.name.clone(),
+                float16: half,
+            });
         }
     }
     None

@@ -40,6 +40,9 @@ pub struct StepIssue {
     /// The mechanism.
     #[serde(default)]
     pub cause: Option<String>,
+    /// What a remedy would change.
+    #[serde(default)]
+    pub repair: Option<crate::finding::Repair>,
 }
 
 impl StepIssue {
@@ -52,6 +55,7 @@ impl StepIssue {
             tensor: tensor.map(str::to_string),
             node: None,
             cause: None,
+            repair: None,
         }
     }
 }
@@ -70,6 +74,28 @@ pub struct FailedNode {
     pub inputs: Vec<TensorInfo>,
     /// Why the inputs could not be traced, if they could not.
     pub trace_error: Option<String>,
+}
+
+/// A minimal reproduction of a finding, written for `--repro DIR`: the
+/// failing node with the least upstream graph that still shows the problem.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Repro {
+    /// The folder written (`DIR/<file>-<code>`).
+    pub dir: String,
+    /// The finding it reproduces.
+    pub code: Code,
+    /// The node, `path (Op)`.
+    pub node: String,
+    /// Nodes in the checked model (subgraphs included) and in the reduction.
+    pub nodes: (usize, usize),
+    /// Bytes of the checked model and of the reduced one.
+    pub bytes: (u64, u64),
+    /// What running the reduction here showed: the same error, the NaN/Inf
+    /// count against float32, or the departure from the fp32 node.
+    pub observed: String,
+    /// Whether it shows the problem; when it does not, nothing was written.
+    pub reproduces: bool,
 }
 
 /// Where a run stopped before stepping.
@@ -259,6 +285,8 @@ pub enum Event {
         #[serde(default)]
         sources: Vec<(String, FeedSource)>,
     },
+    /// A minimal reproduction was written (or tried) for `--repro`.
+    Repro(Repro),
     /// Every run finished.
     Done,
 }

@@ -63,6 +63,19 @@ pub struct Options {
     /// `--deep`: the first run's steps are re-run with graph optimizations disabled.
     #[serde(default)]
     pub deep: bool,
+    /// `--repro DIR`: write a minimal reproduction of each failing or
+    /// diverging node there.
+    #[serde(default)]
+    pub repro: Option<ReproTo>,
+}
+
+/// Where reproductions go and the command line that found them (for their README).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReproTo {
+    /// The folder, never the checked one.
+    pub dir: PathBuf,
+    /// The command as run.
+    pub command: String,
 }
 
 /// A sliding attention window to probe: size, where it was stated, the windowed layers (all when `None`).
@@ -141,6 +154,7 @@ impl Default for Options {
             compare_encoder: None,
             window: None,
             deep: false,
+            repro: None,
         }
     }
 }

@@ -107,6 +107,9 @@ pub struct RuntimeReport {
     /// A reference generation's new ids and top-5 logits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated: Option<crate::engine::events::Generated>,
+    /// Minimal reproductions written for `--repro`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repros: Vec<crate::engine::events::Repro>,
     /// This runtime's findings (also in the report's own list).
     #[serde(skip)]
     pub findings: Vec<Finding>,
@@ -145,6 +148,7 @@ impl RuntimeReport {
             generated: None,
             replayed: Vec::new(),
             replay_sources: Vec::new(),
+            repros: Vec::new(),
             findings: Vec::new(),
             done: false,
         }
@@ -206,6 +210,7 @@ impl RuntimeReport {
                     f.tensor = i.tensor;
                     f.node = i.node;
                     f.cause = i.cause;
+                    f.repair = i.repair;
                     if code == Code::Parity && f.message.contains("max |Δ|") {
                         f.cause = Some(
                             "the cache runs but is used wrongly: positions that do not continue from the cache length \
@@ -267,6 +272,7 @@ impl RuntimeReport {
                 self.chunk = rows;
                 self.push_issues(issues);
             }
+            Event::Repro(r) => self.repros.push(r),
             Event::Done => self.done = true,
         }
     }
@@ -277,6 +283,7 @@ impl RuntimeReport {
             let mut f = Finding::new(i.code, i.severity, i.message).cause(i.cause);
             f.tensor = i.tensor;
             f.node = i.node;
+            f.repair = i.repair;
             let f = self.finding(f);
             self.findings.push(f);
         }

@@ -94,11 +94,28 @@ pub fn mismatches(config: &ModelConfig, file: &str, sig: &Signature) -> Vec<Find
                 .cause(Some(
                     "the export and its config file disagree: a model exported from another config, or a config edited after export"
                         .into(),
-                )),
+                ))
+                .repair(config_repair(&stated.source, model_value)),
             );
         }
     }
     out
+}
+
+/// The key to set when a size was read from one key (`config.json:
+/// decoder_layers`, `genai_config.json: model.decoder.num_hidden_layers`);
+/// none for a derived size (`d_model / decoder_attention_heads`).
+fn config_repair(source: &str, value: i64) -> Option<crate::finding::Repair> {
+    let (file, key) = source.split_once(": ")?;
+    // `config.json: text_config: num_hidden_layers` is the nested key text_config.num_hidden_layers.
+    let key = key.replace(": ", ".");
+    let key = key.as_str();
+    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    (file.ends_with(".json") && plain(key)).then(|| crate::finding::Repair::SetConfig {
+        file: file.to_string(),
+        key: key.to_string(),
+        value: value.into(),
+    })
 }
 
 #[cfg(test)]

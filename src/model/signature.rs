@@ -122,6 +122,15 @@ impl ElemType {
         }
     }
 
+    /// The ONNX `TensorProto.DataType` code (0 when undefined).
+    pub fn code(&self) -> i32 {
+        match self {
+            ElemType::Undefined => 0,
+            ElemType::Known(n) => ELEM_NAMES.iter().position(|e| e == n).map_or(0, |i| i as i32),
+            ElemType::Other(c) => *c,
+        }
+    }
+
     /// Accepts our names plus the common aliases (`float`, `double`, `half`).
     pub fn from_name(name: &str) -> Option<Self> {
         let canonical = match name {

@@ -7,8 +7,7 @@ use super::check::{file_banner, findings_table, folder_headline, port_status, ve
 use super::runtime::runtime_section;
 use super::signature::{flagged_ports_table, model_header};
 use super::{fit, paint, plural, style};
-use crate::checker::report::{FileReport, FolderReport, Report, Verdict};
-use crate::engine::runtime_report::RuntimeReport;
+use crate::checker::report::{measured, FileReport, FolderReport, Report, Verdict};
 use crate::finding::{Code, Finding, Severity};
 use std::fmt::Write;
 
@@ -30,38 +29,6 @@ fn clip(text: &str, width: Option<usize>) -> String {
     }
     out.push('…');
     out
-}
-
-/// What a run measured, in a few words: steps, parity, batch, chunk.
-fn measured(r: &RuntimeReport) -> Option<String> {
-    let ok = r.steps.iter().filter(|s| s.ok).count();
-    if r.steps.is_empty() {
-        return None;
-    }
-    let parity = r
-        .steps
-        .iter()
-        .filter_map(|s| s.parity_max_abs_diff)
-        .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.max(p))));
-    // max |Δ| in two significant figures: what a row has room for.
-    let e = |x: f64| if x == 0.0 { "0".to_string() } else { format!("{x:.1e}") };
-    let mut parts =
-        vec![if ok == r.steps.len() { format!("{ok} steps") } else { format!("{ok}/{} steps", r.steps.len()) }];
-    if let Some((reference, positions)) = &r.variant {
-        let abs = positions.iter().map(|p| p.1).fold(0.0, f64::max);
-        let agree = positions.iter().filter(|p| p.3).count();
-        parts.push(format!("vs {reference} {}, top-1 {agree}/{}", e(abs), positions.len()));
-    }
-    if let Some(p) = parity {
-        parts.push(format!("parity {}", e(p)));
-    }
-    if !r.batch.is_empty() {
-        parts.push(format!("batch {}", e(r.batch.iter().map(|b| b.2).fold(0.0, f64::max))));
-    }
-    if !r.chunk.is_empty() {
-        parts.push(format!("chunk {}", e(r.chunk.iter().map(|c| c.1).fold(0.0, f64::max))));
-    }
-    Some(parts.join(", "))
 }
 
 /// The first error of a report and its cause, as the lines a person reads first.
