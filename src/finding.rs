@@ -172,6 +172,26 @@ pub struct Finding {
     pub repair: Option<Repair>,
 }
 
+/// One remedy tried on one file.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Remedy {
+    /// The file repaired, relative to the folder.
+    pub file: String,
+    /// The finding it answers.
+    pub code: Code,
+    /// What was changed on the copy.
+    pub change: String,
+    /// How to make the same change at export or conversion time.
+    pub option: String,
+    /// Whether the re-check passed the file.
+    pub works: bool,
+    /// The re-check's result: what it measured, or the error that remains.
+    pub result: String,
+    /// Checks run on repaired copies for this remedy.
+    pub rechecks: usize,
+}
+
 /// A change to an export that may remove a finding: what `--remedy` applies
 /// to a copy of the folder and re-checks. Never a suggestion by itself.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -182,7 +202,7 @@ pub enum Repair {
     KeepFloat32 {
         /// The node's name (main graph).
         node: String,
-        /// The computed tensors the run saw as float16 (the node's inputs among them).
+        /// The node's inputs and outputs the run saw as float16 (initializers are read from the file).
         float16: Vec<String>,
     },
     /// Take a quantized variant's node back from the fp32 model.

@@ -40,11 +40,12 @@ pub mod folder;
 pub mod model;
 pub mod plan;
 pub mod protocol;
+pub mod remedy;
 pub mod render;
 #[cfg(feature = "schema")]
 pub mod schema;
 
-pub use checker::report::{ContractInfo, FileReport, FolderReport, Params, Report, Verdict, SCHEMA_VERSION};
+pub use checker::report::{ContractInfo, FileReport, Fixed, FolderReport, Params, Report, Verdict, SCHEMA_VERSION};
 pub use checker::{Checker, Isolation, DEEP_MAX_STEPS, DEEP_STEPS};
 pub use contract::{Contract, ContractError};
 pub use error::Error;

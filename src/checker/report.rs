@@ -205,6 +205,24 @@ pub struct FolderReport {
     pub findings: Vec<Finding>,
     /// Every ONNX file, sorted by path.
     pub files: Vec<FileReport>,
+    /// `--remedy`: each change tried on a copy of the folder and re-checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remedies: Vec<crate::finding::Remedy>,
+    /// `--fix-out DIR`: the repaired folder written there, and its own check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<Fixed>,
+}
+
+/// The repaired folder `--fix-out` wrote, checked as it is.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Fixed {
+    /// Where it was written.
+    pub dir: String,
+    /// Its check's verdict.
+    pub verdict: Verdict,
+    /// Its files that still fail.
+    pub failing: Vec<String>,
 }
 
 impl FolderReport {
@@ -227,6 +245,8 @@ impl FolderReport {
             sizes,
             findings,
             files,
+            remedies: Vec::new(),
+            fixed: None,
         }
     }
 

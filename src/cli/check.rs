@@ -74,6 +74,22 @@ pub(crate) struct CheckArgs {
     /// (beside the chosen --format on stdout; a CI artifact).
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Write a minimal reproduction of each failing, non-finite or diverging
+    /// node into DIR (never into the checked folder): the node with the least
+    /// upstream graph that still shows it, its captured inputs (.npz), a
+    /// script that shows it on plain onnxruntime, and a README.
+    #[arg(long, value_name = "DIR")]
+    repro: Option<PathBuf>,
+    /// Try the remedy each repairable error names (a float16 node kept in
+    /// float32, a quantized node taken back from fp32, a config key set to the
+    /// graph's value) on a copy of the folder, and re-check it: a remedy is
+    /// said only when the re-check passes.
+    #[arg(long)]
+    remedy: bool,
+    /// Write the folder with the working remedies applied to DIR (copies,
+    /// never into the checked folder) and check it as it is; implies --remedy.
+    #[arg(long, value_name = "DIR")]
+    fix_out: Option<PathBuf>,
 }
 
 fn parse_param(s: &str) -> Result<(String, i64), String> {
@@ -99,6 +115,15 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         }
         _ => None,
     };
+    let usage = |message: String| Fail { code: exit::USAGE, kind: "usage", message };
+    for (flag, dir) in [("--repro", &args.repro), ("--fix-out", &args.fix_out)] {
+        if let Some(dir) = dir {
+            onnx_contract::remedy::outside(dir, &args.model).map_err(|e| usage(format!("{flag} {e}")))?;
+        }
+    }
+    if (args.remedy || args.fix_out.is_some()) && !is_dir {
+        return Err(usage("--remedy and --fix-out work on an export folder (its configs and siblings are part of the check)".into()));
+    }
     let no_fetch = no_fetch(args.no_fetch);
     let mut checker = Checker::new()
         .static_only(args.static_only)
@@ -144,8 +169,16 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
             message: format!("--html {}: cannot write: {e}", path.display()),
         })
     };
+    let plain = checker.clone();
+    if let Some(dir) = &args.repro {
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        checker = checker.repro(dir, command);
+    }
     if is_dir {
-        let report = checker.run_folder(&args.model)?;
+        let mut report = checker.run_folder(&args.model)?;
+        if args.remedy || args.fix_out.is_some() {
+            remedies(&plain, &mut report, &args.model, args.fix_out.as_deref())?;
+        }
         emit(&renderer.render_folder(&report));
         write_html(&|| Html.render_folder(&report))?;
         return Ok(exit_code(report.verdict, report.errors().map(|f| f.code)));
@@ -154,6 +187,24 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
     emit(&renderer.render(&report));
     write_html(&|| Html.render(&report))?;
     Ok(exit_code(report.verdict, report.errors().map(|f| f.code)))
+}
+
+/// `--remedy` / `--fix-out`: each repairable error's change tried on a copy
+/// and re-checked; the working ones written to `fix_out` and that folder checked.
+fn remedies(checker: &Checker, report: &mut onnx_contract::FolderReport, folder: &Path, fix_out: Option<&Path>) -> Result<(), Fail> {
+    let internal = |message: String| Fail { code: exit::INTERNAL, kind: "remedy", message };
+    let found = onnx_contract::remedy::try_all(report, folder, &|dir| checker.run_folder(dir)).map_err(internal)?;
+    report.remedies = found.tried.clone();
+    if let Some(out) = fix_out {
+        onnx_contract::remedy::write_fixed(folder, &found, out).map_err(internal)?;
+        let again = checker.run_folder(out)?;
+        report.fixed = Some(onnx_contract::Fixed {
+            dir: out.display().to_string(),
+            verdict: again.verdict,
+            failing: again.files.iter().filter(|f| f.report.verdict == onnx_contract::Verdict::Fail).map(|f| f.path.clone()).collect(),
+        });
+    }
+    Ok(())
 }
 
 /// `--no-fetch`, or ONNX_CONTRACT_NO_FETCH set to anything but empty or 0.

@@ -91,6 +91,7 @@ pub(crate) fn first_divergent(
                     .map(|w| {
                         w.inputs
                             .iter()
+                            .chain(&w.outputs)
                             .filter(|i| {
                                 v_out.infos.iter().any(|x| &x.name == *i && x.dtype == crate::model::signature::ElemType::F16)
                             })

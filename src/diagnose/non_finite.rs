@@ -54,6 +54,7 @@ pub(crate) fn first_non_finite(
             let half: Vec<String> = n
                 .inputs
                 .iter()
+                .chain(&n.outputs)
                 .filter(|i| out.infos.iter().any(|o| &o.name == *i && o.dtype == crate::model::signature::ElemType::F16))
                 .cloned()
                 .collect();

@@ -38,7 +38,7 @@ pub fn keep_in_float32(
                     half.insert(name);
                 }
             }
-            GRAPH_INPUT | ge::GRAPH_VALUE_INFO => {
+            GRAPH_INPUT | GRAPH_OUTPUT | ge::GRAPH_VALUE_INFO => {
                 let v = pb::ValueInfoProto::decode(payload).map_err(|e| e.to_string())?;
                 if elem_of(&v) == Some(FLOAT16) {
                     half.extend(v.name);

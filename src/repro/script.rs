@@ -72,7 +72,8 @@ pub(super) fn requirements(ort_version: &str) -> String {
 
 /// `README.md`.
 pub(super) fn readme(c: &Context<'_>) -> String {
-    let file = c.model.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let file = c.model.display().to_string();
+    let nodes = |n: usize| if n == 1 { "1 node".to_string() } else { format!("{n} nodes") };
     let (what, expected, files) = match c.problem {
         Problem::Fails { .. } => (
             "ONNX Runtime fails in this node",
@@ -98,7 +99,7 @@ pub(super) fn readme(c: &Context<'_>) -> String {
          - model: `{file}`, node `{}`\n\
          - found by: `{}` (onnx-contract {})\n\
          - ONNX Runtime: {}\n\
-         - reduced from {} nodes, {} bytes to {} nodes, {} bytes\n\n\
+         - reduced from {}, {} bytes to {}, {} bytes\n\n\
          Files: {files}. Inputs are stored as `input_0`, `input_1`, … in the model's input order.\n\n\
          ## Run\n\n\
          ```\npython -m venv venv && venv/bin/pip install -r requirements.txt\nvenv/bin/python repro.py\n```\n\n\
@@ -110,9 +111,9 @@ pub(super) fn readme(c: &Context<'_>) -> String {
         c.command,
         env!("CARGO_PKG_VERSION"),
         c.ort_version,
-        c.nodes.0,
+        nodes(c.nodes.0),
         c.bytes.0,
-        c.nodes.1,
+        nodes(c.nodes.1),
         c.bytes.1,
         c.observed,
     )

@@ -1,0 +1,295 @@
+//! Remedies, each stated only after it was run: the change a finding's
+//! [`Repair`] names is applied to a copy of the folder (a float16 node kept
+//! in float32 behind Casts, a quantized node taken back from fp32, a config
+//! key set to the graph's value) and the folder is checked again. A change
+//! that makes the file pass is a remedy, with the converter option that
+//! makes it at export time; one that does not is reported as tried, never
+//! suggested. When a re-check names the next node of the same kind (a chain
+//! of overflowing nodes, the next diverging layer), it joins the change and
+//! the check runs again, a few rounds at most.
+//!
+//! The check itself is passed in (`recheck`), so this room does not import
+//! the checker that reports to it.
+
+mod workspace;
+
+pub use workspace::{outside, Edits};
+
+use crate::checker::report::{measured, FileReport, FolderReport, Verdict};
+use crate::edit::{float32::keep_in_float32, unquantize::take_from_reference};
+use crate::finding::{Code, Finding, Remedy, Repair, Severity};
+use std::collections::BTreeSet;
+use std::path::Path;
+use workspace::Workspace;
+
+/// Every remedy tried, and the changes of those that work (for `--fix-out`).
+#[derive(Clone, Debug, Default)]
+pub struct Remedies {
+    /// In file order.
+    pub tried: Vec<Remedy>,
+    /// The working remedies' changed files.
+    pub edits: Edits,
+}
+
+/// Rounds of "the re-check names the next node" before a change is called not working.
+const ROUNDS: usize = 4;
+
+/// Tries a remedy for each failing file of `report` whose first repairable
+/// error names a [`Repair`], re-checking a copy of `folder` with `recheck`.
+pub fn try_all(
+    report: &FolderReport,
+    folder: &Path,
+    recheck: &dyn Fn(&Path) -> Result<FolderReport, crate::Error>,
+) -> Result<Remedies, String> {
+    let mut out = Remedies::default();
+    let failing: Vec<&FileReport> = report.files.iter().filter(|f| f.report.verdict == Verdict::Fail).collect();
+    if failing.iter().all(|f| first_repair(&f.report.findings).is_none()) {
+        return Ok(out);
+    }
+    let mut ws = Workspace::new(folder)?;
+    for f in failing {
+        let Some((code, first)) = first_repair(&f.report.findings) else { continue };
+        let mut trial = Trial { folder, file: &f.path, code, repairs: vec![first.clone()], rechecks: 0 };
+        let (remedy, edits) = trial.run(&mut ws, &out.edits, recheck)?;
+        if remedy.works {
+            out.edits.extend(edits);
+        }
+        out.tried.push(remedy);
+    }
+    Ok(out)
+}
+
+/// Writes `folder` with the working remedies' changes to `out` (copies),
+/// never into `folder`.
+pub fn write_fixed(folder: &Path, remedies: &Remedies, out: &Path) -> Result<(), String> {
+    outside(out, folder)?;
+    workspace::write_folder(folder, &remedies.edits, out)
+}
+
+/// The first error finding carrying a repair.
+fn first_repair(findings: &[Finding]) -> Option<(Code, &Repair)> {
+    findings.iter().filter(|f| f.severity == Severity::Error).find_map(|f| f.repair.as_ref().map(|r| (f.code, r)))
+}
+
+/// A change being tried on one file, grown round by round.
+struct Trial<'a> {
+    folder: &'a Path,
+    file: &'a str,
+    code: Code,
+    repairs: Vec<Repair>,
+    rechecks: usize,
+}
+
+fn same_kind(a: &Repair, b: &Repair) -> bool {
+    std::mem::discriminant(a) == std::mem::discriminant(b)
+}
+
+/// What makes two repairs the same change (the float16 names a run saw may differ).
+fn key(r: &Repair) -> (&str, &str) {
+    match r {
+        Repair::KeepFloat32 { node, .. } => (node, ""),
+        Repair::Unquantize { tensor, .. } => (tensor, ""),
+        Repair::SetConfig { file, key, .. } => (file, key),
+    }
+}
+
+impl Trial<'_> {
+    fn read(&self, rel: &str) -> Result<Vec<u8>, String> {
+        let p = self.folder.join(rel);
+        std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))
+    }
+
+    /// The changed files for the repairs so far, and the change in words.
+    fn edits(&self) -> Result<(Edits, String, String), String> {
+        let mut edits = Edits::new();
+        match &self.repairs[0] {
+            Repair::KeepFloat32 { .. } => {
+                let mut nodes = Vec::new();
+                let mut half = BTreeSet::new();
+                for r in &self.repairs {
+                    if let Repair::KeepFloat32 { node, float16 } = r {
+                        nodes.push(node.clone());
+                        half.extend(float16.iter().cloned());
+                    }
+                }
+                let bytes = keep_in_float32(&self.read(self.file)?, &nodes, &|t| half.contains(t), true)?;
+                edits.insert(self.file.to_string(), bytes);
+                let list = quoted(&nodes);
+                Ok((
+                    edits,
+                    format!("kept in float32 behind Casts: {list}"),
+                    format!(
+                        "convert with onnxconverter-common's `float16.convert_float_to_float16(model, node_block_list=[{list}])` (keep the rest as it is)"
+                    ),
+                ))
+            }
+            Repair::Unquantize { reference, .. } => {
+                let mut swaps = Vec::new();
+                for r in &self.repairs {
+                    if let Repair::Unquantize { tensor, node, .. } = r {
+                        swaps.push((tensor.clone(), node.clone()));
+                    }
+                }
+                let reference_rel = relative(self.folder, reference);
+                let bytes = take_from_reference(&self.read(self.file)?, &self.read(&reference_rel)?, &swaps)?;
+                edits.insert(self.file.to_string(), bytes);
+                let nodes: Vec<String> = swaps.iter().map(|s| s.1.clone()).collect();
+                let list = quoted(&nodes);
+                Ok((
+                    edits,
+                    format!("{} taken back from {reference_rel} (fp32): {list}", plural_nodes(nodes.len())),
+                    format!(
+                        "quantize again with `nodes_to_exclude=[{list}]` (onnxruntime.quantization: quantize_dynamic, MatMulNBitsQuantizer)"
+                    ),
+                ))
+            }
+            Repair::SetConfig { file, .. } => {
+                let text = self.read(file)?;
+                let mut json: serde_json::Value =
+                    serde_json::from_slice(&text).map_err(|e| format!("{file}: not JSON: {e}"))?;
+                let mut said = Vec::new();
+                for r in &self.repairs {
+                    if let Repair::SetConfig { file: f, key, value } = r {
+                        if f == file {
+                            let old = set_key(&mut json, key, value.clone())?;
+                            said.push(format!("`{key}` {old} → {value}"));
+                        }
+                    }
+                }
+                let mut bytes = serde_json::to_vec_pretty(&json).map_err(|e| e.to_string())?;
+                bytes.push(b'\n');
+                edits.insert(file.clone(), bytes);
+                Ok((
+                    edits,
+                    format!("{file}: {}", said.join(", ")),
+                    format!("set {} in {file} (the values the graph was exported with)", said.join(", ")),
+                ))
+            }
+        }
+    }
+
+    fn run(
+        &mut self,
+        ws: &mut Workspace,
+        kept: &Edits,
+        recheck: &dyn Fn(&Path) -> Result<FolderReport, crate::Error>,
+    ) -> Result<(Remedy, Edits), String> {
+        let mut escalated = false;
+        loop {
+            let (edits, change, option) = match self.edits() {
+                Ok(e) => e,
+                Err(why) => {
+                    return Ok((self.remedy(format!("not applied: {why}"), String::new(), false, why), Edits::new()))
+                }
+            };
+            let mut all = kept.clone();
+            all.extend(edits.clone());
+            ws.apply(&all)?;
+            self.rechecks += 1;
+            let report = recheck(&ws.dir).map_err(|e| format!("re-checking the repaired copy: {e}"))?;
+            let Some(fr) = report.files.iter().find(|f| f.path == self.file) else {
+                return Ok((self.remedy(change, option, false, "the repaired file was not checked".into()), edits));
+            };
+            if fr.report.verdict == Verdict::Pass {
+                let how = fr.report.runtime.as_ref().and_then(measured).unwrap_or_else(|| "passes".into());
+                let result = format!("re-checked on a repaired copy: {} passes ({how})", self.file);
+                return Ok((self.remedy(change, option, true, result), edits));
+            }
+            let next = fr
+                .report
+                .findings
+                .iter()
+                .filter(|f| f.severity == Severity::Error)
+                .find_map(|f| f.repair.as_ref().filter(|r| same_kind(r, &self.repairs[0]) && !self.repairs.iter().any(|x| key(x) == key(r))));
+            let still = fr.report.findings.iter().find(|f| f.severity == Severity::Error);
+            let why = still.map_or("still fails".to_string(), |f| format!("still fails: {}: {}", f.code, f.message));
+            match next {
+                Some(r) if self.repairs.len() < ROUNDS => self.repairs.push(r.clone()),
+                _ if !escalated && matches!(self.repairs[0], Repair::Unquantize { .. }) => {
+                    // One bad layer is excluded; a converter that is wrong on
+                    // every node of the kind fails round after round: try them all.
+                    escalated = true;
+                    match self.every_node_of_the_kind() {
+                        Some(all) if all.len() > self.repairs.len() => self.repairs = all,
+                        _ => return Ok((self.remedy(change, option, false, why), edits)),
+                    }
+                }
+                _ => return Ok((self.remedy(change, option, false, why), edits)),
+            }
+        }
+    }
+
+    fn remedy(&self, change: String, option: String, works: bool, result: String) -> Remedy {
+        Remedy { file: self.file.to_string(), code: self.code, change, option, works, result, rechecks: self.rechecks }
+    }
+
+    /// Every tensor both files write where the variant's writer has the op
+    /// of the first diverging one and fp32's the op of its fp32 node.
+    fn every_node_of_the_kind(&self) -> Option<Vec<Repair>> {
+        let Repair::Unquantize { tensor, node, reference } = &self.repairs[0] else { return None };
+        let variant = self.read(self.file).ok()?;
+        let fp32 = self.read(&relative(self.folder, reference)).ok()?;
+        let ops = |bytes: &[u8]| -> Option<Vec<(String, String, Vec<String>)>> {
+            use prost::Message;
+            let m = crate::model::onnx_proto::ModelProto::decode(bytes).ok()?;
+            Some(
+                m.graph?
+                    .node
+                    .into_iter()
+                    .map(|n| (n.name.unwrap_or_default(), n.op_type.unwrap_or_default(), n.output))
+                    .collect(),
+            )
+        };
+        let (v, r) = (ops(&variant)?, ops(&fp32)?);
+        let v_op = v.iter().find(|n| n.2.contains(tensor))?.1.clone();
+        let r_op = r.iter().find(|n| &n.0 == node)?.1.clone();
+        let mut all = Vec::new();
+        for (name, _, outputs) in r.iter().filter(|n| n.1 == r_op) {
+            for o in outputs {
+                if v.iter().any(|w| w.1 == v_op && w.2.contains(o)) {
+                    all.push(Repair::Unquantize { tensor: o.clone(), node: name.clone(), reference: reference.clone() });
+                }
+            }
+        }
+        Some(all)
+    }
+}
+
+/// A path the child reported (as the check was given it) relative to the folder.
+fn relative(folder: &Path, path: &str) -> String {
+    let p = Path::new(path);
+    let rel = p
+        .strip_prefix(folder)
+        .ok()
+        .map(Path::to_path_buf)
+        .or_else(|| {
+            let (f, p) = (std::fs::canonicalize(folder).ok()?, std::fs::canonicalize(p).ok()?);
+            p.strip_prefix(f).ok().map(Path::to_path_buf)
+        })
+        .unwrap_or_else(|| p.to_path_buf());
+    rel.to_string_lossy().replace('\\', "/")
+}
+
+fn quoted(names: &[String]) -> String {
+    names.iter().map(|n| serde_json::to_string(n).unwrap_or_default()).collect::<Vec<_>>().join(", ")
+}
+
+fn plural_nodes(n: usize) -> String {
+    if n == 1 {
+        "1 node".into()
+    } else {
+        format!("{n} nodes")
+    }
+}
+
+/// Sets a dotted key (`text_config.num_hidden_layers`) and returns the old value.
+fn set_key(json: &mut serde_json::Value, key: &str, value: serde_json::Value) -> Result<serde_json::Value, String> {
+    let mut at = json;
+    let parts: Vec<&str> = key.split('.').collect();
+    for p in &parts[..parts.len() - 1] {
+        at = at.get_mut(*p).ok_or_else(|| format!("no `{p}` on the way to `{key}`"))?;
+    }
+    let last = parts[parts.len() - 1];
+    let slot = at.as_object_mut().ok_or_else(|| format!("`{key}`: not inside an object"))?;
+    Ok(slot.insert(last.to_string(), value).unwrap_or(serde_json::Value::Null))
+}
