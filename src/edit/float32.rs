@@ -13,6 +13,17 @@ use std::collections::HashSet;
 const FLOAT: i32 = 1;
 const FLOAT16: i32 = 10;
 
+/// The name part of a Cast back to float16 after island node `N`
+/// (`N/OutputCastFp16_1`): a re-check that finds this Cast non-finite means
+/// the island must grow to `N`'s consumers.
+pub const CAST_BACK: &str = "/OutputCastFp16_";
+
+/// Ops whose outputs are not float whatever they read.
+const NOT_FLOAT_OUT: &[&str] = &[
+    "Shape", "Size", "ArgMax", "ArgMin", "NonZero", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+    "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "Cast", "CastLike", "TopK",
+];
+
 /// `nodes` (main-graph node names) computed in float32. `float16` names the
 /// computed tensors known to be float16 (from a run); float16 initializers
 /// and graph inputs are found here. With `cast_back` false the nodes'
@@ -47,7 +58,25 @@ pub fn keep_in_float32(
             _ => {}
         }
     }
-    let is_half = |t: &str| half.contains(t) || float16(t);
+    // What still needs the float16 value: nodes outside the island and graph outputs.
+    let mut outside: HashSet<String> = HashSet::new();
+    for f in &graph_fields {
+        let payload = &graph[f.payload.clone()];
+        match f.number {
+            GRAPH_NODE => {
+                let n = pb::NodeProto::decode(payload).map_err(|e| e.to_string())?;
+                if !nodes.iter().any(|x| Some(x.as_str()) == n.name.as_deref()) {
+                    ge::reads(&n, &mut outside);
+                }
+            }
+            GRAPH_OUTPUT => {
+                outside.extend(pb::ValueInfoProto::decode(payload).map_err(|e| e.to_string())?.name);
+            }
+            _ => {}
+        }
+    }
+    // Tensors an earlier island node already has in float32.
+    let mut wide_of: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     let mut found: HashSet<&str> = HashSet::new();
     let mut out_graph = Vec::with_capacity(graph.len() + 1024);
     let mut widened_outputs: HashSet<String> = HashSet::new();
@@ -77,24 +106,38 @@ pub fn keep_in_float32(
         let (mut before, mut after) = (Vec::new(), Vec::new());
         let mut rewritten = Vec::with_capacity(payload.len());
         let (mut k_in, mut k_out) = (0, 0);
+        let op = node.op_type.as_deref().unwrap_or("");
+        // A float16 converter's graph: a float op reading float16 writes float16.
+        let reads_half = node.input.iter().any(|i| half.contains(i) || float16(i) || wide_of.contains_key(i));
+        let is_half = |t: &str, output: bool| {
+            half.contains(t) || float16(t) || (output && reads_half && !NOT_FLOAT_OUT.contains(&op))
+        };
         for nf in ge::fields(payload)? {
             let text = String::from_utf8_lossy(&payload[nf.payload.clone()]).into_owned();
             match nf.number {
-                NODE_INPUT if !text.is_empty() && is_half(&text) => {
+                NODE_INPUT if wide_of.contains_key(&text) => {
+                    k_in += 1;
+                    ge::len_field(&mut rewritten, NODE_INPUT, wide_of[&text].as_bytes());
+                }
+                NODE_INPUT if !text.is_empty() && is_half(&text, false) => {
                     let wide = format!("{text}__fp32_{name}_{k_in}");
                     k_in += 1;
                     let cast = cast_node(&format!("{name}/InputCastFp32_{k_in}"), &text, &wide, FLOAT);
                     ge::len_field(&mut before, GRAPH_NODE, &cast);
                     ge::len_field(&mut rewritten, NODE_INPUT, wide.as_bytes());
                 }
-                NODE_OUTPUT if !text.is_empty() && is_half(&text) && cast_back => {
+                NODE_OUTPUT if !text.is_empty() && is_half(&text, true) && cast_back => {
                     let wide = format!("{text}__fp32");
                     k_out += 1;
-                    let cast = cast_node(&format!("{name}/OutputCastFp16_{k_out}"), &wide, &text, FLOAT16);
-                    ge::len_field(&mut after, GRAPH_NODE, &cast);
+                    // Read only inside the island: no way back to float16 (it may not fit).
+                    if outside.contains(&text) {
+                        let cast = cast_node(&format!("{name}{CAST_BACK}{k_out}"), &wide, &text, FLOAT16);
+                        ge::len_field(&mut after, GRAPH_NODE, &cast);
+                    }
+                    wide_of.insert(text.clone(), wide.clone());
                     ge::len_field(&mut rewritten, NODE_OUTPUT, wide.as_bytes());
                 }
-                NODE_OUTPUT if !text.is_empty() && is_half(&text) => {
+                NODE_OUTPUT if !text.is_empty() && is_half(&text, true) => {
                     widened_outputs.insert(text);
                     rewritten.extend_from_slice(&payload[nf.all.clone()]);
                 }

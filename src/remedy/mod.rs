@@ -16,7 +16,8 @@ mod workspace;
 pub use workspace::{outside, Edits};
 
 use crate::checker::report::{measured, FileReport, FolderReport, Verdict};
-use crate::edit::{float32::keep_in_float32, unquantize::take_from_reference};
+use crate::edit::float32::{keep_in_float32, CAST_BACK};
+use crate::edit::unquantize::take_from_reference;
 use crate::finding::{Code, Finding, Remedy, Repair, Severity};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -31,8 +32,17 @@ pub struct Remedies {
     pub edits: Edits,
 }
 
-/// Rounds of "the re-check names the next node" before a change is called not working.
-const ROUNDS: usize = 4;
+/// Rounds of "the re-check names the next node" before a change is called
+/// not working: a float32 island grows node by node along the overflowing
+/// values; excluding layers one by one stops early (then every node of the
+/// kind is tried at once).
+fn rounds(r: &Repair) -> usize {
+    match r {
+        Repair::KeepFloat32 { .. } => 12,
+        Repair::Unquantize { .. } => 2,
+        Repair::SetConfig { .. } => 6,
+    }
+}
 
 /// Tries a remedy for each failing file of `report` whose first repairable
 /// error names a [`Repair`], re-checking a copy of `folder` with `recheck`.
@@ -49,7 +59,7 @@ pub fn try_all(
     let mut ws = Workspace::new(folder)?;
     for f in failing {
         let Some((code, first)) = first_repair(&f.report.findings) else { continue };
-        let mut trial = Trial { folder, file: &f.path, code, repairs: vec![first.clone()], rechecks: 0 };
+        let mut trial = Trial { folder, file: &f.path, code, repairs: vec![first.clone()], rechecks: 0, rounds: 0, every: None };
         let (remedy, edits) = trial.run(&mut ws, &out.edits, recheck)?;
         if remedy.works {
             out.edits.extend(edits);
@@ -78,6 +88,10 @@ struct Trial<'a> {
     code: Code,
     repairs: Vec<Repair>,
     rechecks: usize,
+    /// Rounds in which the change grew.
+    rounds: usize,
+    /// The variant's op when every node of it was taken back at once.
+    every: Option<String>,
 }
 
 fn same_kind(a: &Repair, b: &Repair) -> bool {
@@ -135,9 +149,16 @@ impl Trial<'_> {
                 edits.insert(self.file.to_string(), bytes);
                 let nodes: Vec<String> = swaps.iter().map(|s| s.1.clone()).collect();
                 let list = quoted(&nodes);
+                let which = match &self.every {
+                    Some(op) => format!(
+                        "every {op} ({}; one layer at a time was not enough: the quantizer is wrong on every node of this kind, a recipe or scale-layout bug, not one sensitive layer)",
+                        plural_nodes(nodes.len())
+                    ),
+                    None => plural_nodes(nodes.len()),
+                };
                 Ok((
                     edits,
-                    format!("{} taken back from {reference_rel} (fp32): {list}", plural_nodes(nodes.len())),
+                    format!("{which} taken back from {reference_rel} (fp32): {list}"),
                     format!(
                         "quantize again with `nodes_to_exclude=[{list}]` (onnxruntime.quantization: quantize_dynamic, MatMulNBitsQuantizer)"
                     ),
@@ -202,15 +223,37 @@ impl Trial<'_> {
                 .filter(|f| f.severity == Severity::Error)
                 .find_map(|f| f.repair.as_ref().filter(|r| same_kind(r, &self.repairs[0]) && !self.repairs.iter().any(|x| key(x) == key(r))));
             let still = fr.report.findings.iter().find(|f| f.severity == Severity::Error);
-            let why = still.map_or("still fails".to_string(), |f| format!("still fails: {}: {}", f.code, f.message));
+            let mut why = still.map_or("still fails".to_string(), |f| format!("still fails: {}: {}", f.code, f.message));
+            let next: Vec<Repair> = match next {
+                // The island's own Cast back overflows: the value is still out
+                // of float16's range there, so the island grows to its readers.
+                Some(Repair::KeepFloat32 { node, .. }) if node.contains(CAST_BACK) => {
+                    let island = node.split(CAST_BACK).next().unwrap_or_default();
+                    let readers = self.readers(island)?;
+                    if readers.is_empty() {
+                        why.push_str(&format!(
+                            " (`{island}`'s output is beyond float16's range where the graph hands it out as float16)"
+                        ));
+                    }
+                    readers
+                }
+                Some(r) => vec![r.clone()],
+                None => Vec::new(),
+            };
             match next {
-                Some(r) if self.repairs.len() < ROUNDS => self.repairs.push(r.clone()),
+                next if !next.is_empty() && self.rounds < rounds(&self.repairs[0]) => {
+                    self.rounds += 1;
+                    self.repairs.extend(next);
+                }
                 _ if !escalated && matches!(self.repairs[0], Repair::Unquantize { .. }) => {
                     // One bad layer is excluded; a converter that is wrong on
                     // every node of the kind fails round after round: try them all.
                     escalated = true;
                     match self.every_node_of_the_kind() {
-                        Some(all) if all.len() > self.repairs.len() => self.repairs = all,
+                        Some((op, all)) if all.len() > self.repairs.len() => {
+                            self.repairs = all;
+                            self.every = Some(op);
+                        }
                         _ => return Ok((self.remedy(change, option, false, why), edits)),
                     }
                 }
@@ -219,13 +262,36 @@ impl Trial<'_> {
         }
     }
 
+    /// The main-graph nodes reading `node`'s outputs that are not in the island yet.
+    fn readers(&self, node: &str) -> Result<Vec<Repair>, String> {
+        use prost::Message;
+        let bytes = self.read(self.file)?;
+        let m = crate::model::onnx_proto::ModelProto::decode(bytes.as_slice()).map_err(|e| e.to_string())?;
+        let nodes = m.graph.map(|g| g.node).unwrap_or_default();
+        let outputs: Vec<String> = nodes
+            .iter()
+            .find(|n| n.name.as_deref() == Some(node))
+            .map(|n| n.output.iter().filter(|o| !o.is_empty()).cloned().collect())
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        // A shape read carries no value that could overflow.
+        let carries = |n: &&crate::model::onnx_proto::NodeProto| !matches!(n.op_type.as_deref(), Some("Shape" | "Size"));
+        for n in nodes.iter().filter(|n| n.input.iter().any(|i| outputs.contains(i))).filter(carries) {
+            let r = Repair::KeepFloat32 { node: n.name.clone().unwrap_or_default(), float16: Vec::new() };
+            if !self.repairs.iter().chain(&out).any(|x| key(x) == key(&r)) {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
     fn remedy(&self, change: String, option: String, works: bool, result: String) -> Remedy {
         Remedy { file: self.file.to_string(), code: self.code, change, option, works, result, rechecks: self.rechecks }
     }
 
     /// Every tensor both files write where the variant's writer has the op
     /// of the first diverging one and fp32's the op of its fp32 node.
-    fn every_node_of_the_kind(&self) -> Option<Vec<Repair>> {
+    fn every_node_of_the_kind(&self) -> Option<(String, Vec<Repair>)> {
         let Repair::Unquantize { tensor, node, reference } = &self.repairs[0] else { return None };
         let variant = self.read(self.file).ok()?;
         let fp32 = self.read(&relative(self.folder, reference)).ok()?;
@@ -251,7 +317,7 @@ impl Trial<'_> {
                 }
             }
         }
-        Some(all)
+        Some((v_op, all))
     }
 }
 

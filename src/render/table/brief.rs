@@ -146,6 +146,7 @@ pub fn folder_brief(r: &FolderReport) -> String {
     if let Some(first) = first {
         let _ = writeln!(out, "{first}");
     }
+    out.push_str(&super::fixes::fixes(r));
     out.push_str(&file_rows(r));
     if let Some(sizes) = sizes_line(r) {
         let _ = writeln!(out, "{sizes}");
@@ -241,6 +242,7 @@ pub fn file_brief(report: &Report) -> String {
         if let Some(e) = report.errors().next() {
             let _ = writeln!(out, "{}", first_error("", e));
         }
+        out.push_str(&super::fixes::file_repros(report));
         out.push('\n');
         out.push_str(&failing_detail(report));
     } else {

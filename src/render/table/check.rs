@@ -159,6 +159,7 @@ pub fn folder_check(r: &FolderReport) -> String {
         ]);
     }
     let _ = writeln!(out, "{t}");
+    out.push_str(&super::fixes::fixes(r));
     if !r.findings.is_empty() {
         let _ = writeln!(out, "across files:\n{}", findings_table(&r.findings));
     }

@@ -6,6 +6,7 @@
 
 mod brief;
 mod check;
+mod fixes;
 mod protocol;
 mod runtime;
 mod signature;

@@ -164,6 +164,9 @@ pub fn replay(r: &crate::caller::replay::ReplayReport) -> String {
         for line in &rep.fed {
             let _ = writeln!(out, "  fed {line}");
         }
+        if let Some(r) = &rep.repro {
+            out.push_str(&super::fixes::repro_lines(r));
+        }
     }
     if let Some(c) = &r.model_check {
         let steps = c.runtime.as_ref().map_or(0, |rt| rt.steps.iter().filter(|s| s.ok).count());
