@@ -3,6 +3,8 @@
 //! and `replay` of a trace against the protocol the model needs. The rules
 //! come from the runtime's plan (what a correct caller feeds), never restated.
 
+#[cfg(feature = "runtime")]
+pub mod fix;
 pub mod guard;
 #[cfg(feature = "runtime")]
 pub mod replay;

@@ -81,6 +81,9 @@ pub struct ReplayReport {
     pub model_check: Option<Report>,
     /// The cost of never using the cache, when that is the departure.
     pub cost: Option<Cost>,
+    /// The first wrong call as fed against the protocol, and the protocol's run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<super::fix::CallFix>,
 }
 
 fn basename(s: &str) -> &str {
@@ -278,7 +281,9 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
         "model" => "model: the caller follows the protocol, and the model fails the correct protocol too".into(),
         _ => "both: the caller departs from the protocol, and the model fails the correct protocol too".into(),
     };
+    let fix = super::fix::first_wrong_call(&findings, &calls, model_check.as_ref());
     Ok(ReplayReport {
+        fix,
         schema_version: crate::checker::report::SCHEMA_VERSION,
         verdict: if caller_ok { Verdict::Pass } else { Verdict::Fail },
         at_fault: at_fault.into(),

@@ -41,7 +41,7 @@ pub(crate) fn load_failure_node(model: &Path, message: &str) -> Option<(String, 
 }
 
 /// `running Reshape node. Name:'/Reshape_5'`, innermost (last) occurrence.
-fn failing_node(message: &str) -> Option<(String, String)> {
+pub(crate) fn failing_node(message: &str) -> Option<(String, String)> {
     let mut found = None;
     let mut rest = message;
     while let Some(i) = rest.find("while running ") {

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// What the reduction must show.
+#[derive(Clone, Copy)]
 pub(crate) enum Problem<'a> {
     /// ONNX Runtime fails in the node with this message.
     Fails { message: &'a str },
@@ -197,6 +198,28 @@ fn attempt(
     repro: &mut Repro,
 ) -> Result<(), String> {
     let bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
+    // A node ONNX Runtime's optimizer made (`FusedMatMul`) is not in the file:
+    // the same feeds with optimizations off fail in the file's own node.
+    let unfused;
+    let (node, problem) = match (graph_edit::find_node(&bytes, node, &flag(feeds)), problem) {
+        (Some(_), _) => (node.to_string(), *problem),
+        (None, Problem::Fails { .. }) => {
+            let mut s = session(env, &bytes, opts, false)?;
+            let declared: HashSet<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
+            let fed: Vec<Raw> = feeds.iter().filter(|f| declared.contains(&f.name)).map(Raw::of_feed).collect();
+            match raw::run(&mut s, &fed) {
+                Ok(_) => return Err(format!("`{node}` is not in the file (ONNX Runtime's optimizer made it) and the model runs without it")),
+                Err(m) => {
+                    unfused = m;
+                    let (_, name) = crate::diagnose::failing_node::failing_node(&unfused)
+                        .ok_or_else(|| format!("`{node}` is not in the file, and with optimizations off no node is named"))?;
+                    (name, Problem::Fails { message: &unfused })
+                }
+            }
+        }
+        (None, _) => return Err(format!("node `{node}` not found")),
+    };
+    let (node, problem) = (node.as_str(), &problem);
     let path = graph_edit::find_node(&bytes, node, &flag(feeds)).ok_or_else(|| format!("node `{node}` not found"))?;
     repro.node = format!("{} ({})", path.display(), path.op_type);
     repro.nodes.0 = crate::edit::node_count(&bytes);

@@ -22,7 +22,7 @@ fn thousands(n: u64) -> String {
 
 pub(super) fn repro_lines(r: &Repro) -> String {
     if !r.reproduces {
-        return format!("reproduction of {} not written: {}\n", r.node, r.observed);
+        return format!("reproduction of {}: {}\n", r.node, r.observed);
     }
     let nodes = |n: usize| if n == 1 { "1 node".to_string() } else { format!("{n} nodes") };
     format!(

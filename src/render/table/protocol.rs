@@ -168,6 +168,17 @@ pub fn replay(r: &crate::caller::replay::ReplayReport) -> String {
             out.push_str(&super::fixes::repro_lines(r));
         }
     }
+    if let Some(fix) = &r.fix {
+        let _ = writeln!(out, "the first wrong call, as fed and as the protocol feeds it (call {}):", fix.call);
+        for line in &fix.fed {
+            let _ = writeln!(out, "  fed  {line}");
+        }
+        let _ = writeln!(out, "  -    {}", fix.was);
+        let _ = writeln!(out, "  +    {}", fix.instead);
+        if let Some(v) = &fix.verified {
+            let _ = writeln!(out, "  the protocol's sequence re-run on the same model: {v}");
+        }
+    }
     if let Some(c) = &r.model_check {
         let steps = c.runtime.as_ref().map_or(0, |rt| rt.steps.iter().filter(|s| s.ok).count());
         let _ = writeln!(
