@@ -31,8 +31,6 @@ pub mod contract;
 pub mod diagnose;
 pub mod edit;
 pub mod engine;
-#[cfg(feature = "runtime")]
-pub(crate) mod repro;
 pub mod error;
 pub mod exit;
 pub mod finding;
@@ -42,6 +40,8 @@ pub mod plan;
 pub mod protocol;
 pub mod remedy;
 pub mod render;
+#[cfg(feature = "runtime")]
+pub(crate) mod repro;
 #[cfg(feature = "schema")]
 pub mod schema;
 

@@ -24,7 +24,12 @@ fn venv_python(requirements: &Path) -> PathBuf {
             .arg(requirements)
             .output()
             .expect("pip");
-        assert!(pip.status.success(), "pip install -r {}: {}", requirements.display(), String::from_utf8_lossy(&pip.stderr));
+        assert!(
+            pip.status.success(),
+            "pip install -r {}: {}",
+            requirements.display(),
+            String::from_utf8_lossy(&pip.stderr)
+        );
         dir.join("bin/python")
     })
     .clone()

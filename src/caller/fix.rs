@@ -38,7 +38,9 @@ fn concerned<'a>(f: &Finding, call: &'a Call) -> Vec<&'a str> {
 pub(crate) fn first_wrong_call(findings: &[Finding], calls: &[Call], check: Option<&Report>) -> Option<CallFix> {
     let f = findings
         .iter()
-        .filter(|f| f.severity == Severity::Error && f.code.as_str().starts_with("caller-") && f.code.as_str() != "caller-error")
+        .filter(|f| {
+            f.severity == Severity::Error && f.code.as_str().starts_with("caller-") && f.code.as_str() != "caller-error"
+        })
         .filter(|f| f.call.is_some())
         .min_by_key(|f| f.call)?;
     let call = calls.iter().find(|c| Some(c.call) == f.call)?;

@@ -64,7 +64,9 @@ impl Checker {
     /// Where `--repro` writes, as the job carries it.
     #[cfg(feature = "runtime")]
     pub(crate) fn repro_to(&self) -> Option<crate::engine::options::ReproTo> {
-        self.repro.as_ref().map(|(dir, command)| crate::engine::options::ReproTo { dir: dir.clone(), command: command.clone() })
+        self.repro
+            .as_ref()
+            .map(|(dir, command)| crate::engine::options::ReproTo { dir: dir.clone(), command: command.clone() })
     }
     /// Only the static signature check (no ONNX Runtime).
     pub fn static_only(mut self, yes: bool) -> Self {

@@ -6,14 +6,14 @@
 use crate::checks::step;
 use crate::diagnose::cause::first_line;
 use crate::diagnose::diverge::{first_divergent, relative, Divergence};
-use crate::finding::{Code, Repair};
-use crate::plan::numeric::NumericForm;
-use crate::repro::{reproduce, Problem};
 use crate::engine::context::{open, Ctx};
 use crate::engine::events::{Event, StepIssue};
 use crate::engine::feeds::{self, Cache, Feed, Rng, Uncached};
 use crate::engine::session::run;
+use crate::finding::{Code, Repair};
+use crate::plan::numeric::NumericForm;
 use crate::plan::Plan;
+use crate::repro::{reproduce, Problem};
 use ndarray::ArrayD;
 use std::path::Path;
 
@@ -115,7 +115,9 @@ pub(crate) fn compare(ctx: &mut Ctx<'_>, reference: &Path, ref_plan: &Plan, emit
             "a {what} encoder is expected within {bound} relative of fp32; far beyond it the conversion itself is wrong (a bad quantization recipe or scale layout)"
         );
         let d = locate(ctx.env, (enc, feeds), (fp32, feeds), opts, bound, &file(fp32), &mut cause);
-        repros.extend(d.and_then(|d| point(ctx.env, &mut i, d, (enc, feeds), (fp32, feeds), bound, &plan.tolerance.form, opts)));
+        repros.extend(
+            d.and_then(|d| point(ctx.env, &mut i, d, (enc, feeds), (fp32, feeds), bound, &plan.tolerance.form, opts)),
+        );
         i.cause = Some(cause);
         issues.push(i);
     }

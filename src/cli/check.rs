@@ -122,7 +122,9 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         }
     }
     if (args.remedy || args.fix_out.is_some()) && !is_dir {
-        return Err(usage("--remedy and --fix-out work on an export folder (its configs and siblings are part of the check)".into()));
+        return Err(usage(
+            "--remedy and --fix-out work on an export folder (its configs and siblings are part of the check)".into(),
+        ));
     }
     let no_fetch = no_fetch(args.no_fetch);
     let mut checker = Checker::new()
@@ -191,7 +193,12 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
 
 /// `--remedy` / `--fix-out`: each repairable error's change tried on a copy
 /// and re-checked; the working ones written to `fix_out` and that folder checked.
-fn remedies(checker: &Checker, report: &mut onnx_contract::FolderReport, folder: &Path, fix_out: Option<&Path>) -> Result<(), Fail> {
+fn remedies(
+    checker: &Checker,
+    report: &mut onnx_contract::FolderReport,
+    folder: &Path,
+    fix_out: Option<&Path>,
+) -> Result<(), Fail> {
     let internal = |message: String| Fail { code: exit::INTERNAL, kind: "remedy", message };
     let found = onnx_contract::remedy::try_all(report, folder, &|dir| checker.run_folder(dir)).map_err(internal)?;
     report.remedies = found.tried.clone();
@@ -201,7 +208,12 @@ fn remedies(checker: &Checker, report: &mut onnx_contract::FolderReport, folder:
         report.fixed = Some(onnx_contract::Fixed {
             dir: out.display().to_string(),
             verdict: again.verdict,
-            failing: again.files.iter().filter(|f| f.report.verdict == onnx_contract::Verdict::Fail).map(|f| f.path.clone()).collect(),
+            failing: again
+                .files
+                .iter()
+                .filter(|f| f.report.verdict == onnx_contract::Verdict::Fail)
+                .map(|f| f.path.clone())
+                .collect(),
         });
     }
     Ok(())

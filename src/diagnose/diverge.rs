@@ -93,7 +93,10 @@ pub(crate) fn first_divergent(
                             .iter()
                             .chain(&w.outputs)
                             .filter(|i| {
-                                v_out.infos.iter().any(|x| &x.name == *i && x.dtype == crate::model::signature::ElemType::F16)
+                                v_out
+                                    .infos
+                                    .iter()
+                                    .any(|x| &x.name == *i && x.dtype == crate::model::signature::ElemType::F16)
                             })
                             .cloned()
                             .collect()

@@ -55,7 +55,9 @@ pub(crate) fn first_non_finite(
                 .inputs
                 .iter()
                 .chain(&n.outputs)
-                .filter(|i| out.infos.iter().any(|o| &o.name == *i && o.dtype == crate::model::signature::ElemType::F16))
+                .filter(|i| {
+                    out.infos.iter().any(|o| &o.name == *i && o.dtype == crate::model::signature::ElemType::F16)
+                })
                 .cloned()
                 .collect();
             let cause = format!(

@@ -127,6 +127,9 @@ fn initializer_fields<'a>(model: &'a [u8], lifted: &ge::Lifted) -> Result<Vec<(g
     Ok(out)
 }
 
+/// A graph input's element code and shape, by name (the captured value's).
+pub type InputType<'a> = &'a dyn Fn(&str) -> Option<(i32, Vec<i64>)>;
+
 /// The reduced model: `sel`'s nodes, the initializers they read (external
 /// data read from `base` and inlined), `sel.inputs` as graph inputs typed by
 /// `input_type` (element code and shape of the captured value), and the
@@ -136,7 +139,7 @@ pub fn build(
     path: &NodePath,
     sel: &Selection,
     base: &Path,
-    input_type: &dyn Fn(&str) -> Option<(i32, Vec<i64>)>,
+    input_type: InputType<'_>,
     output_type: &dyn Fn(&str) -> Option<i32>,
 ) -> Result<Vec<u8>, String> {
     let lifted = lift(model, path)?;

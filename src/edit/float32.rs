@@ -20,8 +20,25 @@ pub const CAST_BACK: &str = "/OutputCastFp16_";
 
 /// Ops whose outputs are not float whatever they read.
 const NOT_FLOAT_OUT: &[&str] = &[
-    "Shape", "Size", "ArgMax", "ArgMin", "NonZero", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
-    "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "Cast", "CastLike", "TopK",
+    "Shape",
+    "Size",
+    "ArgMax",
+    "ArgMin",
+    "NonZero",
+    "Equal",
+    "Less",
+    "LessOrEqual",
+    "Greater",
+    "GreaterOrEqual",
+    "Not",
+    "And",
+    "Or",
+    "Xor",
+    "IsNaN",
+    "IsInf",
+    "Cast",
+    "CastLike",
+    "TopK",
 ];
 
 /// `nodes` (main-graph node names) computed in float32. `float16` names the

@@ -43,7 +43,11 @@ fn pieces(model: &[u8]) -> Result<(Vec<ge::Field>, Pieces<'_>), String> {
             }
             GRAPH_INPUT | GRAPH_OUTPUT => {
                 let name = pb::ValueInfoProto::decode(payload).map_err(|e| e.to_string())?.name.unwrap_or_default();
-                if f.number == GRAPH_INPUT { p.inputs.insert(name) } else { p.outputs.insert(name) };
+                if f.number == GRAPH_INPUT {
+                    p.inputs.insert(name)
+                } else {
+                    p.outputs.insert(name)
+                };
             }
             _ => {}
         }
@@ -72,8 +76,7 @@ pub fn take_from_reference(variant: &[u8], reference: &[u8], swaps: &[(String, S
             .iter()
             .position(|(_, n, _)| n.output.iter().any(|o| o == tensor))
             .ok_or_else(|| format!("the variant has no node writing `{tensor}` in its main graph"))?;
-        let produced: HashSet<&str> =
-            nodes.iter().flat_map(|(_, n, _)| n.output.iter().map(String::as_str)).collect();
+        let produced: HashSet<&str> = nodes.iter().flat_map(|(_, n, _)| n.output.iter().map(String::as_str)).collect();
         for i in rn.input.iter().filter(|i| !i.is_empty()) {
             if let Some(init) = r.initializers.get(i) {
                 if !v.initializers.contains_key(i) && added_names.insert(i.clone()) {

@@ -59,7 +59,8 @@ pub fn try_all(
     let mut ws = Workspace::new(folder)?;
     for f in failing {
         let Some((code, first)) = first_repair(&f.report.findings) else { continue };
-        let mut trial = Trial { folder, file: &f.path, code, repairs: vec![first.clone()], rechecks: 0, rounds: 0, every: None };
+        let mut trial =
+            Trial { folder, file: &f.path, code, repairs: vec![first.clone()], rechecks: 0, rounds: 0, every: None };
         let (remedy, edits) = trial.run(&mut ws, &out.edits, recheck)?;
         if remedy.works {
             out.edits.extend(edits);
@@ -216,14 +217,14 @@ impl Trial<'_> {
                 let result = format!("re-checked on a repaired copy: {} passes ({how})", self.file);
                 return Ok((self.remedy(change, option, true, result), edits));
             }
-            let next = fr
-                .report
-                .findings
-                .iter()
-                .filter(|f| f.severity == Severity::Error)
-                .find_map(|f| f.repair.as_ref().filter(|r| same_kind(r, &self.repairs[0]) && !self.repairs.iter().any(|x| key(x) == key(r))));
+            let next = fr.report.findings.iter().filter(|f| f.severity == Severity::Error).find_map(|f| {
+                f.repair
+                    .as_ref()
+                    .filter(|r| same_kind(r, &self.repairs[0]) && !self.repairs.iter().any(|x| key(x) == key(r)))
+            });
             let still = fr.report.findings.iter().find(|f| f.severity == Severity::Error);
-            let mut why = still.map_or("still fails".to_string(), |f| format!("still fails: {}: {}", f.code, f.message));
+            let mut why =
+                still.map_or("still fails".to_string(), |f| format!("still fails: {}: {}", f.code, f.message));
             let next: Vec<Repair> = match next {
                 // The island's own Cast back overflows: the value is still out
                 // of float16's range there, so the island grows to its readers.
@@ -275,7 +276,8 @@ impl Trial<'_> {
             .unwrap_or_default();
         let mut out = Vec::new();
         // A shape read carries no value that could overflow.
-        let carries = |n: &&crate::model::onnx_proto::NodeProto| !matches!(n.op_type.as_deref(), Some("Shape" | "Size"));
+        let carries =
+            |n: &&crate::model::onnx_proto::NodeProto| !matches!(n.op_type.as_deref(), Some("Shape" | "Size"));
         for n in nodes.iter().filter(|n| n.input.iter().any(|i| outputs.contains(i))).filter(carries) {
             let r = Repair::KeepFloat32 { node: n.name.clone().unwrap_or_default(), float16: Vec::new() };
             if !self.repairs.iter().chain(&out).any(|x| key(x) == key(&r)) {
@@ -313,7 +315,11 @@ impl Trial<'_> {
         for (name, _, outputs) in r.iter().filter(|n| n.1 == r_op) {
             for o in outputs {
                 if v.iter().any(|w| w.1 == v_op && w.2.contains(o)) {
-                    all.push(Repair::Unquantize { tensor: o.clone(), node: name.clone(), reference: reference.clone() });
+                    all.push(Repair::Unquantize {
+                        tensor: o.clone(),
+                        node: name.clone(),
+                        reference: reference.clone(),
+                    });
                 }
             }
         }

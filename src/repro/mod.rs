@@ -145,6 +145,7 @@ struct Cut {
 }
 
 /// The reduction of `node` at `depth`, inputs captured from `feeds`.
+#[allow(clippy::too_many_arguments)]
 fn cut(
     env: &ort::environment::Environment,
     model: &Path,
@@ -201,24 +202,28 @@ fn attempt(
     // A node ONNX Runtime's optimizer made (`FusedMatMul`) is not in the file:
     // the same feeds with optimizations off fail in the file's own node.
     let unfused;
-    let (node, problem) = match (graph_edit::find_node(&bytes, node, &flag(feeds)), problem) {
-        (Some(_), _) => (node.to_string(), *problem),
-        (None, Problem::Fails { .. }) => {
-            let mut s = session(env, &bytes, opts, false)?;
-            let declared: HashSet<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
-            let fed: Vec<Raw> = feeds.iter().filter(|f| declared.contains(&f.name)).map(Raw::of_feed).collect();
-            match raw::run(&mut s, &fed) {
-                Ok(_) => return Err(format!("`{node}` is not in the file (ONNX Runtime's optimizer made it) and the model runs without it")),
-                Err(m) => {
-                    unfused = m;
-                    let (_, name) = crate::diagnose::failing_node::failing_node(&unfused)
-                        .ok_or_else(|| format!("`{node}` is not in the file, and with optimizations off no node is named"))?;
-                    (name, Problem::Fails { message: &unfused })
+    let (node, problem) =
+        match (graph_edit::find_node(&bytes, node, &flag(feeds)), problem) {
+            (Some(_), _) => (node.to_string(), *problem),
+            (None, Problem::Fails { .. }) => {
+                let mut s = session(env, &bytes, opts, false)?;
+                let declared: HashSet<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
+                let fed: Vec<Raw> = feeds.iter().filter(|f| declared.contains(&f.name)).map(Raw::of_feed).collect();
+                match raw::run(&mut s, &fed) {
+                    Ok(_) => return Err(format!(
+                        "`{node}` is not in the file (ONNX Runtime's optimizer made it) and the model runs without it"
+                    )),
+                    Err(m) => {
+                        unfused = m;
+                        let (_, name) = crate::diagnose::failing_node::failing_node(&unfused).ok_or_else(|| {
+                            format!("`{node}` is not in the file, and with optimizations off no node is named")
+                        })?;
+                        (name, Problem::Fails { message: &unfused })
+                    }
                 }
             }
-        }
-        (None, _) => return Err(format!("node `{node}` not found")),
-    };
+            (None, _) => return Err(format!("node `{node}` not found")),
+        };
     let (node, problem) = (node.as_str(), &problem);
     let path = graph_edit::find_node(&bytes, node, &flag(feeds)).ok_or_else(|| format!("node `{node}` not found"))?;
     repro.node = format!("{} ({})", path.display(), path.op_type);
@@ -358,8 +363,7 @@ fn judge_non_finite(env: &ort::environment::Environment, c: &Cut, node: &str, op
     };
     let mut observed = format!("`{name}` has {n} NaN/Inf of {total} values");
     // Float16 inputs: the same node computed in float32 is the reference.
-    let half: HashSet<&str> =
-        c.inputs.iter().filter(|r| r.dtype == ElemType::F16).map(|r| r.name.as_str()).collect();
+    let half: HashSet<&str> = c.inputs.iter().filter(|r| r.dtype == ElemType::F16).map(|r| r.name.as_str()).collect();
     let mut reference = None;
     if !half.is_empty() {
         let widened = float32::keep_in_float32(&c.bytes, &[node.to_string()], &|t| half.contains(t), false)?;
@@ -400,7 +404,9 @@ fn judge_departure(
     let rel = if scale > 0.0 { abs / scale } else { abs };
     Ok(Shown {
         reproduces: rel > bound || rel.is_nan(),
-        observed: format!("`{tensor}` departs from the fp32 node's by relative {rel:.3} (max |Δ| {abs:.3e}); expected within {bound}"),
+        observed: format!(
+            "`{tensor}` departs from the fp32 node's by relative {rel:.3} (max |Δ| {abs:.3e}); expected within {bound}"
+        ),
         expected_error: None,
         reference: Some((rc.bytes.clone(), Some(rc.inputs.clone()))),
     })

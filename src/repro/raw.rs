@@ -37,7 +37,7 @@ macro_rules! each_type {
 impl Raw {
     /// A feed as the element type the model declares for it.
     pub(crate) fn of_feed(f: &Feed) -> Raw {
-        let shape = f.shape().iter().map(|d| *d as i64).collect();
+        let shape = f.shape();
         let data: Vec<u8> = match (&f.values, f.elem) {
             (Values::Float(a), e) if e == ElemType::F16 => {
                 a.iter().flat_map(|v| f16::from_f32(*v).to_le_bytes()).collect()
@@ -113,7 +113,9 @@ impl Raw {
             }
             e if e == ElemType::F16 => d.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f64()).collect(),
             e if e == ElemType::BF16 => d.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f64()).collect(),
-            e if e == ElemType::F64 => d.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect(),
+            e if e == ElemType::F64 => {
+                d.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
+            }
             _ => return None,
         })
     }
