@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 /// The floors, bottom first. A room imports only rooms on a lower floor;
 /// rooms on one floor do not import each other. Data flows up: a model is
 /// read (`model`), checked statically (`contract`), its protocol inferred
-/// (`plan`), its folder's files classified by it (`folder`), driven (`engine`), explained (`diagnose`), judged
-/// (`checks`), gathered into a report (`checker`), shown to a caller
-/// (`protocol`, `caller`), rendered (`render`, `schema`), and commanded (`cli`).
+/// (`plan`), its folder's files classified by it (`folder`), driven (`engine`), explained (`diagnose`), a
+/// failing node cut out as a new model (`edit`) to file upstream (`repro`), judged (`checks`), gathered into a
+/// report (`checker`), shown to a caller (`protocol`, `caller`), repaired and re-checked (`remedy`), rendered
+/// (`render`, `schema`), and commanded (`cli`).
 const FLOORS: &[&[&str]] = &[
     &["finding", "exit", "error"],
     &["model"],
@@ -20,9 +21,11 @@ const FLOORS: &[&[&str]] = &[
     &["folder"],
     &["engine"],
     &["diagnose"],
+    &["edit"],
+    &["repro"],
     &["checks"],
     &["checker"],
-    &["protocol", "caller"],
+    &["protocol", "caller", "remedy"],
     &["render"],
     &["schema"],
     // The library's root: declares the rooms and re-exports; nothing in them imports it.

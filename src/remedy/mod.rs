@@ -49,7 +49,7 @@ fn rounds(r: &Repair) -> usize {
 pub fn try_all(
     report: &FolderReport,
     folder: &Path,
-    recheck: &dyn Fn(&Path) -> Result<FolderReport, crate::Error>,
+    recheck: &dyn Fn(&Path) -> Result<FolderReport, crate::error::Error>,
 ) -> Result<Remedies, String> {
     let mut out = Remedies::default();
     let failing: Vec<&FileReport> = report.files.iter().filter(|f| f.report.verdict == Verdict::Fail).collect();
@@ -194,7 +194,7 @@ impl Trial<'_> {
         &mut self,
         ws: &mut Workspace,
         kept: &Edits,
-        recheck: &dyn Fn(&Path) -> Result<FolderReport, crate::Error>,
+        recheck: &dyn Fn(&Path) -> Result<FolderReport, crate::error::Error>,
     ) -> Result<(Remedy, Edits), String> {
         let mut escalated = false;
         loop {
