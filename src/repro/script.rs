@@ -102,7 +102,7 @@ pub(super) fn readme(c: &Context<'_>) -> String {
          - reduced from {}, {} bytes to {}, {} bytes\n\n\
          Files: {files}. Inputs are stored as `input_0`, `input_1`, … in the model's input order.\n\n\
          ## Run\n\n\
-         ```\npython -m venv venv && venv/bin/pip install -r requirements.txt\nvenv/bin/python repro.py\n```\n\n\
+         ```sh\npython -m venv venv && venv/bin/pip install -r requirements.txt\nvenv/bin/python repro.py\n```\n\n\
          It exits 0 when it reproduces.\n\n\
          ## Expected and observed\n\n\
          - expected: {expected}\n\
