@@ -143,5 +143,8 @@ fn float16_overflow_is_a_non_finite_finding_with_step_and_tensor() {
     let first = finding(f, "non-finite");
     assert_eq!(first["node"], "/transformer/h.0/attn/c_attn/Gemm (Gemm)");
     let cause = first["cause"].as_str().unwrap();
-    assert!(cause.contains("keep this Gemm in float32"), "{cause}");
+    // The mechanism, not an untried remedy: `--remedy` runs the float32 island first.
+    assert!(cause.contains("a float16 overflow (float16's largest finite is 65504)"), "{cause}");
+    assert_eq!(first["repair"]["kind"], "keep_float32", "{first:#}");
+    assert_eq!(first["repair"]["node"], "/transformer/h.0/attn/c_attn/Gemm");
 }
