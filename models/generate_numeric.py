@@ -50,6 +50,17 @@ touched. Generating ends with the measurements (see NUMERIC-NOTES.md).
                         65504 for every token at every position, so present.0.*
                         hold +-Inf and logits and present.1.* are NaN under a
                         default ORT session (and with optimizations off).
+  gpt2-fp16-island/ gpt2-tiny in float16 (float16 I/O) after scaling the
+                        h.1 MLP weights (c_fc x 50, c_proj x 2e5; none clamped):
+                        /transformer/h.1/mlp/c_proj/Gemm writes ~1e5, rounded to
+                        +-Inf where /transformer/h.1/Add_1 meets ln_f's float16
+                        LayerNormalization, so the logits are NaN while every
+                        present.* stays finite. Converting the same fp32 graph with
+                        node_block_list = the Casts + ["/transformer/ln_f/
+                        LayerNormalization"] (or the chain c_proj/Gemm,
+                        c_proj/Reshape_1, h.1/Add_1, ln_f) repairs it; the verifier
+                        writes those to /tmp/gpt2-fp16-island-blocked[-chain]
+                        ($ISLAND_BLOCKED), never into models/.
   mistral-genai/        the same builder export (plus --extra_options
                         windowed_kv_cache=false) of a tiny random Mistral with
                         sliding_window 8 and layer_types marking both layers
@@ -110,7 +121,7 @@ def _float_casts(graph, acc):
     return acc
 
 
-def to_fp16(model: onnx.ModelProto, block_casts=True) -> onnx.ModelProto:
+def to_fp16(model: onnx.ModelProto, block_casts=True, keep_float32=()) -> onnx.ModelProto:
     """onnxconverter-common's convert_float_to_float16 with float16 I/O.
 
     block_casts=True is what transformers.js' float16.py does (its op block list
@@ -119,13 +130,18 @@ def to_fp16(model: onnx.ModelProto, block_casts=True) -> onnx.ModelProto:
     "Cast" in op_block_list (it loops forever on the casts it inserts), so the
     Cast(to=FLOAT) nodes go in node_block_list by name.
     block_casts=False is onnxconverter-common's defaults: the broken result.
+    keep_float32: more node names for node_block_list (a float32 island), after
+    the Casts; empty for every fixture except the repaired copies that
+    verify_island writes outside models/.
     """
     from onnxconverter_common import float16
 
     kwargs = {}
     if block_casts:
         kwargs["op_block_list"] = [op for op in float16.DEFAULT_OP_BLOCK_LIST if op != "Range"] + ["RandomNormalLike"]
-        kwargs["node_block_list"] = sorted(_float_casts(model.graph, set()))
+        kwargs["node_block_list"] = sorted(_float_casts(model.graph, set())) + list(keep_float32)
+    elif keep_float32:
+        kwargs["node_block_list"] = list(keep_float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "the float32 number ... will be truncated to ..."
         return float16.convert_float_to_float16(model, keep_io_types=False, **kwargs)
@@ -184,6 +200,61 @@ def gen_gpt2_fp16_overflow():
     else:
         raise KeyError(OVERFLOW_WEIGHT)
     onnx.save(to_fp16(m), out / "model.onnx")
+
+
+# The h.1 MLP (the last layer's) scaled so that its output, and with it the
+# residual stream into ln_f, is beyond 65504 at every position; ln_f brings it
+# back to unit scale. c_fc x 50 keeps |c_fc| (and gelu_new's x**3) inside float16
+# so that c_proj is the first node that overflows; c_proj x 2e5 keeps every
+# weight below the converter's 1e4 clamp (largest 7852).
+OVERFLOW_Q_SCALES = {"transformer.h.1.mlp.c_fc.weight": 50.0, "transformer.h.1.mlp.c_proj.weight": 2e5}
+# The float32 island that repairs it: the chain from the overflowing Gemm to the
+# LayerNormalization that brings the values back (what `onnx-contract check
+# --remedy` grows to), and the one node that is enough under ORT 1.31.1's CPU
+# provider (see verify_island).
+OVERFLOW_Q_CHAIN = [
+    "/transformer/h.1/mlp/c_proj/Gemm",
+    "/transformer/h.1/mlp/c_proj/Reshape_1",
+    "/transformer/h.1/Add_1",
+    "/transformer/ln_f/LayerNormalization",
+]
+OVERFLOW_Q_MINIMAL = ["/transformer/ln_f/LayerNormalization"]
+# Where verify_island writes the repaired conversions (never into models/).
+ISLAND_BLOCKED = Path(os.environ.get("ISLAND_BLOCKED", "/tmp/gpt2-fp16-island-blocked"))
+
+
+def island_fp32() -> onnx.ModelProto:
+    """gpt2-tiny's fp32 graph with the h.1 MLP weights scaled (OVERFLOW_Q_SCALES)."""
+    m = onnx.load(SRC / "gpt2-tiny" / "model.onnx")
+    todo = dict(OVERFLOW_Q_SCALES)
+    for init in m.graph.initializer:
+        if init.name in todo:
+            w = numpy_helper.to_array(init) * np.float32(todo.pop(init.name))
+            assert float(np.abs(w).max()) < 1e4, (init.name, float(np.abs(w).max()))  # below the converter's clamp
+            init.CopyFrom(numpy_helper.from_array(w, init.name))
+    if todo:
+        raise KeyError(sorted(todo))
+    return m
+
+
+def gen_gpt2_fp16_island():
+    """gpt2-tiny in float16 (float16 I/O, the same conversion as marian-fp16 and
+    gpt2-fp16-overflow) whose overflow a float32 island repairs: the last
+    layer's MLP weights scaled (c_fc x 50, c_proj x 2e5, no weight clamped) so
+    /transformer/h.1/mlp/c_proj/Gemm writes ~1e5 at every position. ORT's CPU
+    provider keeps the MLP and the residual /transformer/h.1/Add_1 in float32 and
+    rounds to float16 where that sum meets ln_f's float16 LayerNormalization:
+    +-Inf there, NaN out of ln_f, NaN logits. Every present.* is finite (the
+    overflow is after the last attention), and keeping that chain (or, under
+    ORT 1.31.1 CPU, ln_f alone) in float32 gives finite logits that pass.
+
+    The folder name is the brief's: the plan was layer 0's q projection. That
+    overflow is real (+-Inf out of the Split, NaN out of the Softmax), but the
+    graph's own IsNaN -> Where_1 after each Softmax zeroes the NaN weights, so
+    the logits stay finite and the check passes (verify_island shows it)."""
+    src, out = SRC / "gpt2-tiny", OUT / "gpt2-fp16-island"
+    copy_configs(src, out)
+    onnx.save(to_fp16(island_fp32()), out / "model.onnx")
 
 
 # ---------------------------------------------------------------- int8
@@ -355,6 +426,7 @@ GENERATORS = {
     "llama-genai": gen_llama_genai,
     "llama-genai-config-mismatch": gen_llama_genai_config_mismatch,
     "gpt2-fp16-overflow": gen_gpt2_fp16_overflow,
+    "gpt2-fp16-island": gen_gpt2_fp16_island,
     "mistral-genai": gen_mistral_genai,
     "mistral-genai-no-window": gen_mistral_genai_no_window,
 }
@@ -768,7 +840,11 @@ def verify_overflow(folder):
         print(f"    outputs that went non-finite: {names}")
         if not disable:
             _overflow_coverage(s)
-    # Where it starts: optimizations off, every node output exposed.
+    _first_nonfinite_report(path, prompt)
+
+
+def _first_nonfinite_report(path, prompt):
+    """Where it starts: optimizations off, every node output exposed."""
     m = onnx.load(path)
     missing = _expose_all(m)
     with tempfile.TemporaryDirectory() as tmp:
@@ -792,6 +868,170 @@ def verify_overflow(folder):
         print(f"    over the {OVERFLOW_RANDOM} random prompts: {same}")
 
 
+def _run_batch(sess, ids, mask):
+    """A batch with an attention_mask, position_ids = cumsum(mask) - 1 (1 where
+    masked, as transformers does), zero-length float16 past."""
+    pos = np.cumsum(mask, axis=1) - 1
+    pos[mask == 0] = 1
+    feeds = {"input_ids": ids, "attention_mask": mask, "position_ids": pos}
+    for inp in sess.get_inputs():
+        if inp.name.startswith("past_key_values."):
+            feeds[inp.name] = np.zeros((ids.shape[0], inp.shape[1], 0, inp.shape[3]), dtype=NP[inp.type])
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(None, feeds)))
+
+
+def _island_coverage(s, fp32, vocab=1000, positions=128, rows=100):
+    """Every token id at every position (rows of one token repeated, zero-length
+    past): non-finite logits / presents in the float16 session `s`; and from the
+    fp32 graph `fp32` (OVERFLOW_Q_SCALES applied) the smallest per-position
+    max|c_proj| and the largest |c_fc| (gelu_new cubes it: 40**3 > 65504)."""
+    bad_logits = bad_presents = 0
+    lo_proj, hi_fc = np.inf, 0.0
+    names32 = ["/transformer/h.1/mlp/c_proj/Gemm_output_0", "/transformer/h.1/mlp/c_fc/Gemm_output_0"]
+    for lo in range(0, vocab, rows):
+        ids = np.repeat(np.arange(lo, lo + rows, dtype=np.int64)[:, None], positions, axis=1)
+        out = _run_batch(s, ids, np.ones_like(ids))
+        bad_logits += int((~np.isfinite(out["logits"])).any(axis=2).sum())
+        bad_presents += sum(int((~np.isfinite(v)).any()) for k, v in out.items() if k.startswith("present."))
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                 "position_ids": np.repeat(np.arange(positions, dtype=np.int64)[None], rows, axis=0)}
+        for inp in fp32.get_inputs():
+            if inp.name.startswith("past_key_values."):
+                feeds[inp.name] = np.zeros((rows, inp.shape[1], 0, inp.shape[3]), dtype=np.float32)
+        proj, fc = fp32.run(names32, feeds)
+        lo_proj = min(lo_proj, float(np.abs(proj).max(axis=-1).min()))
+        hi_fc = max(hi_fc, float(np.abs(fc).max()))
+    n = vocab * positions
+    print(f"    (token, position) pairs with non-finite logits: {bad_logits}/{n}; present tensors with a NaN/Inf: {bad_presents} of {4 * (vocab // rows)} ({vocab // rows} batches x 4)")
+    print(f"    fp32 graph over the same pairs: smallest per-position max|c_proj/Gemm| {lo_proj:.6g} (float16's largest finite is 65504); largest |c_fc/Gemm| {hi_fc:.6g}")
+
+
+def _repaired_check(path, ref32, steps=4):
+    """A repaired conversion: prompt + `steps` cached greedy steps (every output
+    of every call finite?), each cached step against an uncached recompute,
+    float16-with-island vs the fp32 graph, random prompts, a left-padded batch."""
+    s = _overflow_session(path, False)
+    r = _overflow_session(ref32, False)
+    prompt = np.array([OVERFLOW_PROMPT], dtype=np.int64)
+    out = run(s, prompt)
+    bad = [k for k, v in out.items() if nonfinite(v)]
+    seq, past, rows = prompt, next_past(None, out), []
+    for _ in range(steps):
+        tok = np.array([[int(out["logits"][0, -1].astype(np.float64).argmax())]], dtype=np.int64)
+        seq = np.concatenate([seq, tok], axis=1)
+        out = run(s, tok, past)
+        past = next_past(past, out)
+        full = run(s, seq)
+        bad += [k for o in (out, full) for k, v in o.items() if nonfinite(v)]
+        rows.append(compare(out["logits"][0, -1], full["logits"][0, -1]))
+    print(f"    prompt {OVERFLOW_PROMPT} + {steps} cached greedy steps: tokens {seq[0].tolist()}; non-finite outputs: {sorted(set(bad)) or 'none'}")
+    for k, c in enumerate(rows, 1):
+        print("    " + fmt(f"step {k} cached vs uncached", c))
+    print("    " + fmt(f"{seq.shape[1]} tokens uncached: repaired float16 vs the fp32 graph", compare(run(s, seq)["logits"][0, -1], run(r, seq)["logits"][0, -1])))
+    rng, n_bad, worst = np.random.default_rng(SEED), 0, 0.0
+    for _ in range(OVERFLOW_RANDOM):
+        ids = rng.integers(0, 1000, size=(1, 4), dtype=np.int64)
+        o = run(s, ids)
+        n_bad += any(bool(nonfinite(v)) for v in o.values())
+        worst = max(worst, compare(o["logits"][0, -1], run(r, ids)["logits"][0, -1])[1])
+    print(f"    {OVERFLOW_RANDOM} random 4-token prompts: with a non-finite output {n_bad}/{OVERFLOW_RANDOM}; last logits vs fp32 graph worst rel {worst:.3g}")
+    pad = 2
+    ids = np.concatenate([np.zeros((1, pad), dtype=np.int64), prompt], axis=1)
+    batch = np.concatenate([rng.integers(0, 1000, size=(1, pad + prompt.shape[1]), dtype=np.int64), ids])
+    mask = np.ones_like(batch)
+    mask[1, :pad] = 0
+    padded = _run_batch(s, batch, mask)["logits"][1, pad:]
+    alone = run(s, prompt)["logits"][0]
+    print("    " + fmt(f"left-padded batch (row 1 of 2, padded by {pad}) vs the prompt alone, all positions", compare(padded.ravel(), alone.ravel()))
+          + f"; non-finite in the batch: {nonfinite(padded) or 'none'}")
+
+
+Q_ONLY_SCALE = 1e6  # the first plan: layer 0's q columns of c_attn x 1e6 (clamped to 1e4)
+
+
+def _q_only_demo():
+    """The first plan: only the q part (first n_embd columns) of layer 0's
+    c_attn weight scaled. Where does the overflow go in a default session?"""
+    m = onnx.load(SRC / "gpt2-tiny" / "model.onnx")
+    init = next(i for i in m.graph.initializer if i.name == OVERFLOW_WEIGHT)
+    w = numpy_helper.to_array(init).copy()
+    w[:, :32] *= np.float32(Q_ONLY_SCALE)
+    init.CopyFrom(numpy_helper.from_array(w, init.name))
+    m16 = to_fp16(m)
+    names = ["/transformer/h.0/attn/Split_output_0", "/transformer/h.0/attn/MatMul_output_0",
+             "/transformer/h.0/attn/Softmax_output_0", "/transformer/h.0/attn/Where_1_output_0", "logits",
+             "present.0.key", "present.0.value", "present.1.key", "present.1.value"]
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx.save(m16, Path(tmp) / "plain.onnx")
+        _expose_all(m16)
+        onnx.save(m16, Path(tmp) / "all.onnx")
+        s = _overflow_session(Path(tmp) / "all.onnx", False)
+        out = run(s, np.array([OVERFLOW_PROMPT], dtype=np.int64))
+        print(f"    q columns x {Q_ONLY_SCALE:g} (converter clamps to 1e4), every output exposed, default session, prompt {OVERFLOW_PROMPT}:")
+        for k in names:
+            v = out[k]
+            print(f"      {k}: {int(np.isnan(v).sum())} NaN, {int(np.isinf(v).sum())} Inf of {v.size}")
+        s = _overflow_session(Path(tmp) / "plain.onnx", False)
+        rng, n_bad = np.random.default_rng(SEED), 0
+        for _ in range(OVERFLOW_RANDOM):
+            n_bad += any(bool(nonfinite(v)) for v in run(s, rng.integers(0, 1000, size=(1, 4), dtype=np.int64)).values())
+        print(f"    the same model unexposed: {OVERFLOW_RANDOM} random prompts with a non-finite output: {n_bad}/{OVERFLOW_RANDOM}")
+
+
+def verify_island(folder):
+    import itertools
+
+    path = folder / "model.onnx"
+    s = _overflow_session(path, False)
+    ins, outs = signature(s)
+    print("  inputs:", ins)
+    print("  outputs:", outs)
+    prompt = np.array([OVERFLOW_PROMPT], dtype=np.int64)
+    fp32 = island_fp32()
+    with tempfile.TemporaryDirectory() as tmp:
+        ref32 = Path(tmp) / "fp32.onnx"
+        onnx.save(fp32, ref32)
+        for label, disable in (("default session", False), ("ORT_DISABLE_ALL", True)):
+            s = _overflow_session(path, disable)
+            out = run(s, prompt)
+            step = run(s, np.array([[0]], dtype=np.int64), next_past(None, out))
+            print(f"  {label}, prompt {OVERFLOW_PROMPT}, zero-length float16 past:")
+            for k, v in out.items():
+                print(f"    {k}: {nonfinite(v) or 'finite'} ({int(np.isnan(v).sum())} NaN, {int(np.isinf(v).sum())} Inf of {v.size})")
+            print("    cached step (token 0, past 4): " + ", ".join(f"{k} {nonfinite(v) or 'finite'}" for k, v in step.items()))
+            c, names = _overflow_counts(s, np.random.default_rng(SEED))
+            n = OVERFLOW_RANDOM
+            print(f"  {label}, {n} random 4-token prompts: non-finite logits {c['logits']}/{n}, presents {c['presents']}/{n};"
+                  f" cached step: logits {c['step_logits']}/{n}, presents {c['step_presents']}/{n}")
+            print(f"    outputs that went non-finite: {names}")
+            if not disable:
+                m32 = onnx.load(ref32)
+                _expose_all(m32)
+                onnx.save(m32, Path(tmp) / "fp32-all.onnx")
+                _island_coverage(s, _overflow_session(Path(tmp) / "fp32-all.onnx", False))
+        _first_nonfinite_report(path, prompt)
+
+        print(f"  float32 islands: convert_float_to_float16(the same fp32 graph, keep_io_types=False, node_block_list=<the Casts> + island);"
+              f" default session, {OVERFLOW_RANDOM} random 4-token prompts with a non-finite output:")
+        for k in range(1, len(OVERFLOW_Q_CHAIN) + 1):
+            for island in itertools.combinations(OVERFLOW_Q_CHAIN, k):
+                onnx.save(to_fp16(fp32, keep_float32=island), Path(tmp) / "island.onnx")
+                s = _overflow_session(Path(tmp) / "island.onnx", False)
+                rng, n_bad = np.random.default_rng(SEED), 0
+                for _ in range(OVERFLOW_RANDOM):
+                    n_bad += any(bool(nonfinite(v)) for v in run(s, rng.integers(0, 1000, size=(1, 4), dtype=np.int64)).values())
+                print(f"    {n_bad:2d}/{OVERFLOW_RANDOM}  {list(island)}")
+        for island, dst in ((OVERFLOW_Q_MINIMAL, ISLAND_BLOCKED),
+                            (OVERFLOW_Q_CHAIN, ISLAND_BLOCKED.with_name(ISLAND_BLOCKED.name + "-chain"))):
+            copy_configs(SRC / "gpt2-tiny", dst)
+            onnx.save(to_fp16(fp32, keep_float32=island), dst / "model.onnx")
+            print(f"  repaired: {dst}/model.onnx ({(dst / 'model.onnx').stat().st_size} bytes), node_block_list island {island}")
+            _repaired_check(dst / "model.onnx", ref32)
+    print("  why not the q projection (the first plan):")
+    _q_only_demo()
+
+
 VERIFIERS = {
     "marian-fp16": verify_marian_fp16,
     "marian-fp16-cast-bug": verify_cast_bug,
@@ -800,6 +1040,7 @@ VERIFIERS = {
     "llama-genai": verify_genai,
     "llama-genai-config-mismatch": verify_genai,
     "gpt2-fp16-overflow": verify_overflow,
+    "gpt2-fp16-island": verify_island,
     "mistral-genai": verify_sliding_window,
     "mistral-genai-no-window": verify_sliding_window,
 }

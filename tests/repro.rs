@@ -217,3 +217,24 @@ fn nothing_is_written_into_the_checked_folder() {
         assert!(!inside.exists());
     }
 }
+
+#[test]
+fn a_float16_overflow_is_repaired_by_a_float32_island_grown_until_the_values_fit() {
+    let (rep, text) = reproduced("gpt2-fp16-island", "non-finite");
+    assert!(rep["node"].as_str().unwrap().contains("h.1/mlp/c_proj/Gemm"), "{rep:#}");
+    assert!(text.contains("computed in float32: largest |value|"), "{text}");
+    let (r, out) = fixed("gpt2-fp16-island");
+    let m = &r["remedies"][0];
+    assert_eq!(m["works"], true, "{m:#}");
+    // The island starts at the overflowing Gemm and grows along its value to
+    // the LayerNormalization that brings it back (the chain onnxconverter-common's
+    // node_block_list was verified with: models/NUMERIC-NOTES.md).
+    let change = m["change"].as_str().unwrap();
+    assert!(
+        change.contains("\"/transformer/h.1/mlp/c_proj/Gemm\"") && change.contains("ln_f/LayerNormalization"),
+        "{m:#}"
+    );
+    assert!(m["option"].as_str().unwrap().contains("node_block_list=["), "{m:#}");
+    let (exit, again) = json(&["check", "--format", "json", path_str(&out)]);
+    assert_eq!((exit, again["verdict"].as_str()), (0, Some("pass")), "{:#}", again["files"]);
+}

@@ -75,6 +75,20 @@ pub fn keep_in_float32(
             _ => {}
         }
     }
+    // A float16 converter's graph: a float op reading float16 writes float16
+    // (an `Identity` of a shared float16 weight, a `Cast` to float16).
+    for f in graph_fields.iter().filter(|f| f.number == GRAPH_NODE) {
+        let n = pb::NodeProto::decode(&graph[f.payload.clone()]).map_err(|e| e.to_string())?;
+        let op = n.op_type.as_deref().unwrap_or("");
+        let to = n.attribute.iter().find(|a| a.name.as_deref() == Some("to")).and_then(|a| a.i);
+        let writes_half = match op {
+            "Cast" => to == Some(i64::from(FLOAT16)),
+            _ => !NOT_FLOAT_OUT.contains(&op) && n.input.iter().any(|i| half.contains(i) || float16(i)),
+        };
+        if writes_half {
+            half.extend(n.output.iter().filter(|o| !o.is_empty()).cloned());
+        }
+    }
     // What still needs the float16 value: nodes outside the island and graph outputs.
     let mut outside: HashSet<String> = HashSet::new();
     for f in &graph_fields {

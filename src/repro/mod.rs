@@ -202,28 +202,29 @@ fn attempt(
     // A node ONNX Runtime's optimizer made (`FusedMatMul`) is not in the file:
     // the same feeds with optimizations off fail in the file's own node.
     let unfused;
-    let (node, problem) =
-        match (graph_edit::find_node(&bytes, node, &flag(feeds)), problem) {
-            (Some(_), _) => (node.to_string(), *problem),
-            (None, Problem::Fails { .. }) => {
-                let mut s = session(env, &bytes, opts, false)?;
-                let declared: HashSet<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
-                let fed: Vec<Raw> = feeds.iter().filter(|f| declared.contains(&f.name)).map(Raw::of_feed).collect();
-                match raw::run(&mut s, &fed) {
-                    Ok(_) => return Err(format!(
+    let (node, problem) = match (graph_edit::find_node(&bytes, node, &flag(feeds)), problem) {
+        (Some(_), _) => (node.to_string(), *problem),
+        (None, Problem::Fails { .. }) => {
+            let mut s = session(env, &bytes, opts, false)?;
+            let declared: HashSet<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
+            let fed: Vec<Raw> = feeds.iter().filter(|f| declared.contains(&f.name)).map(Raw::of_feed).collect();
+            match raw::run(&mut s, &fed) {
+                Ok(_) => {
+                    return Err(format!(
                         "`{node}` is not in the file (ONNX Runtime's optimizer made it) and the model runs without it"
-                    )),
-                    Err(m) => {
-                        unfused = m;
-                        let (_, name) = crate::diagnose::failing_node::failing_node(&unfused).ok_or_else(|| {
-                            format!("`{node}` is not in the file, and with optimizations off no node is named")
-                        })?;
-                        (name, Problem::Fails { message: &unfused })
-                    }
+                    ))
+                }
+                Err(m) => {
+                    unfused = m;
+                    let (_, name) = crate::diagnose::failing_node::failing_node(&unfused).ok_or_else(|| {
+                        format!("`{node}` is not in the file, and with optimizations off no node is named")
+                    })?;
+                    (name, Problem::Fails { message: &unfused })
                 }
             }
-            (None, _) => return Err(format!("node `{node}` not found")),
-        };
+        }
+        (None, _) => return Err(format!("node `{node}` not found")),
+    };
     let (node, problem) = (node.as_str(), &problem);
     let path = graph_edit::find_node(&bytes, node, &flag(feeds)).ok_or_else(|| format!("node `{node}` not found"))?;
     repro.node = format!("{} ({})", path.display(), path.op_type);
@@ -365,10 +366,15 @@ fn judge_non_finite(env: &ort::environment::Environment, c: &Cut, node: &str, op
     // Float16 inputs: the same node computed in float32 is the reference.
     let half: HashSet<&str> = c.inputs.iter().filter(|r| r.dtype == ElemType::F16).map(|r| r.name.as_str()).collect();
     let mut reference = None;
-    if !half.is_empty() {
-        let widened = float32::keep_in_float32(&c.bytes, &[node.to_string()], &|t| half.contains(t), false)?;
-        let mut rs = session(env, &widened, opts, true)?;
-        let wide = raw::run(&mut rs, &c.inputs)?;
+    // A reference that cannot be built or run leaves the reproduction without one.
+    let widened = (!half.is_empty())
+        .then(|| float32::keep_in_float32(&c.bytes, &[node.to_string()], &|t| half.contains(t), false))
+        .and_then(Result::ok)
+        .and_then(|w| {
+            let out = session(env, &w, opts, true).and_then(|mut rs| raw::run(&mut rs, &c.inputs)).ok()?;
+            Some((w, out))
+        });
+    if let Some((widened, wide)) = widened {
         if let Some(w) = wide.iter().find(|r| r.name == name) {
             let peak = w.floats().unwrap_or_default().iter().fold(0.0f64, |m, v| m.max(v.abs()));
             observed.push_str(&format!(

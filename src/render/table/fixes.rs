@@ -39,12 +39,16 @@ pub(super) fn repro_lines(r: &Repro) -> String {
 
 /// The reproductions of one file's runs.
 pub(super) fn file_repros(report: &Report) -> String {
-    report.runtimes.iter().chain(report.runtime.iter()).flat_map(|rt| &rt.repros).fold(String::new(), |mut out, r| {
-        if !out.contains(&r.dir) {
+    let mut seen = Vec::new();
+    let mut out = String::new();
+    // `runtime` is the first of `runtimes`: each reproduction once.
+    for r in report.runtimes.iter().chain(report.runtime.iter()).flat_map(|rt| &rt.repros) {
+        if !seen.contains(&&r.dir) {
+            seen.push(&r.dir);
             out.push_str(&repro_lines(r));
         }
-        out
-    })
+    }
+    out
 }
 
 /// Every reproduction, remedy and the fixed folder of a folder check.
