@@ -96,7 +96,9 @@ pub fn keep_in_float32(
         match f.number {
             GRAPH_NODE => {
                 let n = pb::NodeProto::decode(payload).map_err(|e| e.to_string())?;
-                if !nodes.iter().any(|x| Some(x.as_str()) == n.name.as_deref()) {
+                // A shape read takes the float32 value as it is (same shape).
+                let shape_only = matches!(n.op_type.as_deref(), Some("Shape" | "Size"));
+                if !shape_only && !nodes.iter().any(|x| Some(x.as_str()) == n.name.as_deref()) {
                     ge::reads(&n, &mut outside);
                 }
             }
@@ -130,7 +132,21 @@ pub fn keep_in_float32(
         let node = pb::NodeProto::decode(payload).map_err(|e| e.to_string())?;
         let name = node.name.clone().unwrap_or_default();
         let Some(wanted) = nodes.iter().find(|n| **n == name) else {
-            out_graph.extend_from_slice(&graph[f.all.clone()]);
+            if matches!(node.op_type.as_deref(), Some("Shape" | "Size"))
+                && node.input.iter().any(|i| wide_of.contains_key(i))
+            {
+                let mut rewritten = Vec::with_capacity(payload.len());
+                for nf in ge::fields(payload)? {
+                    let text = String::from_utf8_lossy(&payload[nf.payload.clone()]).into_owned();
+                    match wide_of.get(&text).filter(|_| nf.number == NODE_INPUT) {
+                        Some(wide) => ge::len_field(&mut rewritten, NODE_INPUT, wide.as_bytes()),
+                        None => rewritten.extend_from_slice(&payload[nf.all.clone()]),
+                    }
+                }
+                ge::len_field(&mut out_graph, GRAPH_NODE, &rewritten);
+            } else {
+                out_graph.extend_from_slice(&graph[f.all.clone()]);
+            }
             continue;
         };
         found.insert(wanted);
