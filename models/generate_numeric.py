@@ -212,7 +212,7 @@ OVERFLOW_Q_SCALES = {"transformer.h.1.mlp.c_fc.weight": 50.0, "transformer.h.1.m
 # LayerNormalization that brings the values back (what `onnx-contract check
 # --remedy` grows to), and the one node that is enough under ORT 1.31.1's CPU
 # provider (see verify_island).
-OVERFLOW_Q_CHAIN = [
+ISLAND_CHAIN = [
     "/transformer/h.1/mlp/c_proj/Gemm",
     "/transformer/h.1/mlp/c_proj/Reshape_1",
     "/transformer/h.1/Add_1",
@@ -733,6 +733,24 @@ def _presents_bad(out):
     return sorted(k for k, v in out.items() if k.startswith("present.") and nonfinite(v))
 
 
+def _overflow_run_report(path, label, disable, prompt, what):
+    """One session's report for an overflow fixture: the prompt's outputs, the
+    cached step after it, and the counts over the random prompts. Returns the session."""
+    s = _overflow_session(path, disable)
+    out = run(s, prompt)
+    step = run(s, np.array([[0]], dtype=np.int64), next_past(None, out))
+    print(f"  {label}, prompt {OVERFLOW_PROMPT}{what}:")
+    for k, v in out.items():
+        print(f"    {k}: {nonfinite(v) or 'finite'} ({int(np.isnan(v).sum())} NaN, {int(np.isinf(v).sum())} Inf of {v.size})")
+    print("    cached step (token 0, past 4): " + ", ".join(f"{k} {nonfinite(v) or 'finite'}" for k, v in step.items()))
+    c, names = _overflow_counts(s, np.random.default_rng(SEED))
+    n = OVERFLOW_RANDOM
+    print(f"  {label}, {n} random 4-token prompts: non-finite logits {c['logits']}/{n}, presents {c['presents']}/{n};"
+          f" cached step: logits {c['step_logits']}/{n}, presents {c['step_presents']}/{n}")
+    print(f"    outputs that went non-finite: {names}")
+    return s
+
+
 def _overflow_counts(s, rng):
     """Per prompt: the prompt (zero-length float16 past), then one cached step
     with the argmax token (NaN counted as -inf). Counts of non-finite outputs."""
@@ -826,18 +844,7 @@ def verify_overflow(folder):
     print("  outputs:", outs)
     prompt = np.array([OVERFLOW_PROMPT], dtype=np.int64)
     for label, disable in (("default session", False), ("ORT_DISABLE_ALL", True)):
-        s = _overflow_session(path, disable)
-        out = run(s, prompt)
-        step = run(s, np.array([[0]], dtype=np.int64), next_past(None, out))
-        print(f"  {label}, prompt {OVERFLOW_PROMPT}:")
-        for k, v in out.items():
-            print(f"    {k}: {nonfinite(v) or 'finite'} ({int(np.isnan(v).sum())} NaN, {int(np.isinf(v).sum())} Inf of {v.size})")
-        print("    cached step (token 0, past 4): " + ", ".join(f"{k} {nonfinite(v) or 'finite'}" for k, v in step.items()))
-        c, names = _overflow_counts(s, np.random.default_rng(SEED))
-        n = OVERFLOW_RANDOM
-        print(f"  {label}, {n} random 4-token prompts: non-finite logits {c['logits']}/{n}, presents {c['presents']}/{n};"
-              f" cached step: logits {c['step_logits']}/{n}, presents {c['step_presents']}/{n}")
-        print(f"    outputs that went non-finite: {names}")
+        s = _overflow_run_report(path, label, disable, prompt, "")
         if not disable:
             _overflow_coverage(s)
     _first_nonfinite_report(path, prompt)
@@ -993,18 +1000,7 @@ def verify_island(folder):
         ref32 = Path(tmp) / "fp32.onnx"
         onnx.save(fp32, ref32)
         for label, disable in (("default session", False), ("ORT_DISABLE_ALL", True)):
-            s = _overflow_session(path, disable)
-            out = run(s, prompt)
-            step = run(s, np.array([[0]], dtype=np.int64), next_past(None, out))
-            print(f"  {label}, prompt {OVERFLOW_PROMPT}, zero-length float16 past:")
-            for k, v in out.items():
-                print(f"    {k}: {nonfinite(v) or 'finite'} ({int(np.isnan(v).sum())} NaN, {int(np.isinf(v).sum())} Inf of {v.size})")
-            print("    cached step (token 0, past 4): " + ", ".join(f"{k} {nonfinite(v) or 'finite'}" for k, v in step.items()))
-            c, names = _overflow_counts(s, np.random.default_rng(SEED))
-            n = OVERFLOW_RANDOM
-            print(f"  {label}, {n} random 4-token prompts: non-finite logits {c['logits']}/{n}, presents {c['presents']}/{n};"
-                  f" cached step: logits {c['step_logits']}/{n}, presents {c['step_presents']}/{n}")
-            print(f"    outputs that went non-finite: {names}")
+            s = _overflow_run_report(path, label, disable, prompt, ", zero-length float16 past")
             if not disable:
                 m32 = onnx.load(ref32)
                 _expose_all(m32)
@@ -1014,8 +1010,8 @@ def verify_island(folder):
 
         print(f"  float32 islands: convert_float_to_float16(the same fp32 graph, keep_io_types=False, node_block_list=<the Casts> + island);"
               f" default session, {OVERFLOW_RANDOM} random 4-token prompts with a non-finite output:")
-        for k in range(1, len(OVERFLOW_Q_CHAIN) + 1):
-            for island in itertools.combinations(OVERFLOW_Q_CHAIN, k):
+        for k in range(1, len(ISLAND_CHAIN) + 1):
+            for island in itertools.combinations(ISLAND_CHAIN, k):
                 onnx.save(to_fp16(fp32, keep_float32=island), Path(tmp) / "island.onnx")
                 s = _overflow_session(Path(tmp) / "island.onnx", False)
                 rng, n_bad = np.random.default_rng(SEED), 0
@@ -1023,7 +1019,7 @@ def verify_island(folder):
                     n_bad += any(bool(nonfinite(v)) for v in run(s, rng.integers(0, 1000, size=(1, 4), dtype=np.int64)).values())
                 print(f"    {n_bad:2d}/{OVERFLOW_RANDOM}  {list(island)}")
         for island, dst in ((OVERFLOW_Q_MINIMAL, ISLAND_BLOCKED),
-                            (OVERFLOW_Q_CHAIN, ISLAND_BLOCKED.with_name(ISLAND_BLOCKED.name + "-chain"))):
+                            (ISLAND_CHAIN, ISLAND_BLOCKED.with_name(ISLAND_BLOCKED.name + "-chain"))):
             copy_configs(SRC / "gpt2-tiny", dst)
             onnx.save(to_fp16(fp32, keep_float32=island), dst / "model.onnx")
             print(f"  repaired: {dst}/model.onnx ({(dst / 'model.onnx').stat().st_size} bytes), node_block_list island {island}")

@@ -40,8 +40,9 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         Ok(Err(e)) => return emit(fatal(Stage::Runtime, e.to_string(), None)),
         Err(e) => return emit(fatal(Stage::Runtime, e.to_string(), load_error_cause(&e))),
     };
-    emit(Event::Runtime { version: runtime_version(lib), path: lib.display().to_string() });
-    crate::repro::set_library(lib);
+    let version = runtime_version(lib);
+    crate::repro::set_runtime_version(&version);
+    emit(Event::Runtime { version, path: lib.display().to_string() });
     let mut ctx = match prepare(&env, job, emit) {
         Ok(ctx) => ctx,
         Err(ev) => return emit(*ev),

@@ -318,15 +318,22 @@ pub fn expose(model: &[u8], path: &NodePath, wanted: &[String]) -> Result<Vec<u8
         len_field(&mut graph, GRAPH_OUTPUT, &name_only_value_info(w));
     }
 
-    let mut out = Vec::with_capacity(model.len());
-    for f in &model_fields {
+    Ok(with_graph(model, &model_fields, &graph))
+}
+
+/// The model's top-level fields (`model_fields`, read from `model`) with its
+/// graph replaced by `graph`: every other field (IR version, opsets,
+/// functions, metadata) copied as it is.
+pub(crate) fn with_graph(model: &[u8], model_fields: &[Field], graph: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(model.len().max(graph.len()) + 64);
+    for f in model_fields {
         if f.number == MODEL_GRAPH {
-            len_field(&mut out, MODEL_GRAPH, &graph);
+            len_field(&mut out, MODEL_GRAPH, graph);
         } else {
             out.extend_from_slice(&model[f.all.clone()]);
         }
     }
-    Ok(out)
+    out
 }
 
 /// Node entries of a graph: (absolute byte range of the whole field, decoded node).

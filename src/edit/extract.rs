@@ -4,7 +4,7 @@
 //! captured from the real run. Initializers are kept only where read, and
 //! external data is inlined, so the file stands alone.
 
-use crate::diagnose::graph_edit::{self as ge, lift, NodePath, GRAPH_INITIALIZER, MODEL_GRAPH};
+use crate::diagnose::graph_edit::{self as ge, lift, NodePath, GRAPH_INITIALIZER};
 use crate::edit::{inline_external, tensor_name_and_type, tensor_value_info, GRAPH_INPUT, GRAPH_NAME};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -177,13 +177,5 @@ pub fn build(
         };
         ge::len_field(&mut graph, ge::GRAPH_OUTPUT, &v);
     }
-    let mut out = Vec::with_capacity(graph.len() + 64);
-    for f in &lifted.model_fields {
-        if f.number == MODEL_GRAPH {
-            ge::len_field(&mut out, MODEL_GRAPH, &graph);
-        } else {
-            out.extend_from_slice(&model[f.all.clone()]);
-        }
-    }
-    Ok(out)
+    Ok(ge::with_graph(model, &lifted.model_fields, &graph))
 }

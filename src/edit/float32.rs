@@ -201,15 +201,7 @@ pub fn keep_in_float32(
     if let Some(missing) = nodes.iter().find(|n| !found.contains(n.as_str())) {
         return Err(format!("node `{missing}` is not in the main graph"));
     }
-    let mut out = Vec::with_capacity(model.len() + 1024);
-    for f in &model_fields {
-        if f.number == MODEL_GRAPH {
-            ge::len_field(&mut out, MODEL_GRAPH, &out_graph);
-        } else {
-            out.extend_from_slice(&model[f.all.clone()]);
-        }
-    }
-    Ok(out)
+    Ok(ge::with_graph(model, &model_fields, &out_graph))
 }
 
 fn elem_of(v: &pb::ValueInfoProto) -> Option<i32> {

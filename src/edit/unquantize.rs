@@ -123,13 +123,5 @@ pub fn take_from_reference(variant: &[u8], reference: &[u8], swaps: &[(String, S
     for i in added_init {
         graph.extend_from_slice(&i);
     }
-    let mut out = Vec::with_capacity(graph.len() + 64);
-    for f in &model_fields {
-        if f.number == MODEL_GRAPH {
-            ge::len_field(&mut out, MODEL_GRAPH, &graph);
-        } else {
-            out.extend_from_slice(&variant[f.all.clone()]);
-        }
-    }
-    Ok(out)
+    Ok(ge::with_graph(variant, &model_fields, &graph))
 }

@@ -276,7 +276,7 @@ fn attempt(
                     npz::write(&dir.join("reference_inputs.npz"), ri)?;
                 }
             }
-            let ort_version = crate::diagnose::cause::runtime_version(&opts_lib());
+            let ort_version = runtime_version();
             let ctx = script::Context {
                 model,
                 node: &repro.node,
@@ -308,17 +308,18 @@ fn problem_reference<'a>(p: &'a Problem<'a>) -> &'a Path {
     }
 }
 
-/// The ONNX Runtime library this child loaded (set by the job).
-fn opts_lib() -> PathBuf {
-    LIB.lock().unwrap_or_else(|p| p.into_inner()).clone()
+/// The ONNX Runtime version this process loaded, for the README and
+/// requirements.txt: reported once per job (`Event::Runtime`), kept here so
+/// the checks that reproduce need not carry it.
+static VERSION: Mutex<String> = Mutex::new(String::new());
+
+fn runtime_version() -> String {
+    VERSION.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
-/// The library path, for the README's version line.
-static LIB: Mutex<PathBuf> = Mutex::new(PathBuf::new());
-
-/// Remembers the runtime library the job loaded.
-pub(crate) fn set_library(lib: &Path) {
-    *LIB.lock().unwrap_or_else(|p| p.into_inner()) = lib.to_path_buf();
+/// Remembers the version the job's runtime reported.
+pub(crate) fn set_runtime_version(v: &str) {
+    *VERSION.lock().unwrap_or_else(|p| p.into_inner()) = v.to_string();
 }
 
 /// What running a reduction showed.

@@ -223,15 +223,8 @@ fn differing_ports(report: &Report) -> String {
 /// only when it fails.
 pub fn file_brief(report: &Report) -> String {
     let mut out = model_header(&report.signature);
-    if let Some(contract) = &report.contract {
-        let params: Vec<String> = contract.params.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let _ = write!(
-            out,
-            "\ncontract {} ({}){}",
-            contract.path,
-            contract.name,
-            if params.is_empty() { String::new() } else { format!(": {}", params.join(" ")) }
-        );
+    if let Some(line) = super::check::contract_line(report) {
+        let _ = write!(out, "\n{line}");
     }
     out.push('\n');
     if report.verdict == Verdict::Fail {

@@ -10,19 +10,20 @@ use crate::finding::{Finding, Severity};
 use comfy_table::Cell;
 use std::fmt::Write;
 
+/// `contract PATH (NAME): k=v …`, when the report was judged against one.
+pub(super) fn contract_line(report: &Report) -> Option<String> {
+    let contract = report.contract.as_ref()?;
+    let params: Vec<String> = contract.params.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let params = if params.is_empty() { String::new() } else { format!(": {}", params.join(" ")) };
+    Some(format!("contract {} ({}){params}", contract.path, contract.name))
+}
+
 /// The signature with a per-row contract status, then the findings, then the verdict.
 pub fn check(report: &Report) -> String {
     let (sig, findings, runtimes) = (&report.signature, &report.findings[..], &report.runtimes[..]);
     let mut out = model_header(sig);
-    if let Some(contract) = &report.contract {
-        let params: Vec<String> = contract.params.0.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let _ = writeln!(
-            out,
-            "\ncontract {} ({}){}",
-            contract.path,
-            contract.name,
-            if params.is_empty() { String::new() } else { format!(": {}", params.join(" ")) }
-        );
+    if let Some(line) = contract_line(report) {
+        let _ = writeln!(out, "\n{line}");
     }
     let status = |names: &[&str]| port_status(findings, names);
     let _ = writeln!(out, "\n{}", verdict_line(findings));
