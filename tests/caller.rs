@@ -129,6 +129,14 @@ fn the_python_recorder_passes_its_own_tests() {
 }
 
 #[test]
+fn the_javascript_recorder_passes_its_own_tests() {
+    // onnxruntime-node comes from tests/setup.sh (README's test command runs it first).
+    let out = Command::new("node").args(["--test", "tests/callers/test_recorder.mjs"]).current_dir(root()).output();
+    let out = out.expect("node (Node.js 20+; tests/setup.sh says how to install it)");
+    assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn a_trace_with_a_refused_call_is_never_both_fine() {
     let all = [
         ("incident1-28-feeds", "models/marian-15-inputs/decoder_model_merged.onnx"),

@@ -143,8 +143,16 @@ fn human_output_fits_a_100_column_terminal_and_has_no_color_in_a_pipe() {
         assert!(text.lines().count() > 20, "{text}");
         assert!(!text.contains('\u{1b}'), "no ANSI codes when stdout is not a terminal");
     }
-    // Without COLUMNS, in a pipe: no folding (machine-friendly, as before).
+    // Without COLUMNS, in a pipe (a CI log): 100 columns; COLUMNS says otherwise when set.
     let out =
         bin().args(["check", "models/marian-pair-baked-past", "--no-fetch"]).env_remove("COLUMNS").output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).lines().any(|l| l.chars().count() > 100));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    let out = bin()
+        .args(["check", "models/marian-pair-baked-past", "--no-fetch", "--verbose"])
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l.chars().count() > 100) && text.lines().all(|l| l.chars().count() <= 200), "{text}");
 }

@@ -342,16 +342,9 @@ impl Checker {
         match locate::locate(None) {
             Ok(l) => Ok(vec![l]),
             Err(not_found) if !self.fetch => Err(not_found.to_string()),
-            Err(not_found) => {
-                self.notify(&format!(
-                    "no ONNX Runtime installed; fetching onnxruntime=={} with pip into {} (once)",
-                    locate::PINNED_ORT,
-                    locate::cache_root().display()
-                ));
-                locate::fetch_pinned()
-                    .map(|path| vec![Located { path, source: Source::Cache }])
-                    .map_err(|e| format!("{not_found}\n  fetching failed: {e}"))
-            }
+            Err(not_found) => locate::fetch_pinned(&|line: &str| self.notify(line))
+                .map(|path| vec![Located { path, source: Source::Cache }])
+                .map_err(|e| format!("{not_found}\n  fetching failed: {e}")),
         }
     }
 }

@@ -30,8 +30,11 @@ pub(crate) fn progress_line(for_people: bool) -> impl Fn(&str) + Send + Sync + '
 }
 
 /// Human output sized to the terminal: `COLUMNS` when set, else the width of
-/// stdout when it is a terminal, else no limit (a pipe or a file). Colors
-/// only on a terminal, and never with `NO_COLOR` set.
+/// stdout when it is a terminal, else [`PIPE_WIDTH`] (a CI log, `| tee`: a
+/// line nobody can read whole is no use there either). Colors only on a
+/// terminal, and never with `NO_COLOR` set.
+pub(crate) const PIPE_WIDTH: u16 = 100;
+
 pub(crate) fn terminal_style() -> table::Style {
     use std::io::IsTerminal;
     let tty = std::io::stdout().is_terminal();
@@ -39,7 +42,7 @@ pub(crate) fn terminal_style() -> table::Style {
         .ok()
         .and_then(|c| c.trim().parse::<u16>().ok())
         .filter(|w| *w >= 40)
-        .or_else(|| if tty { terminal_size::terminal_size().map(|(w, _)| w.0) } else { None });
+        .or_else(|| if tty { terminal_size::terminal_size().map(|(w, _)| w.0) } else { Some(PIPE_WIDTH) });
     let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     table::Style { width, color }
 }

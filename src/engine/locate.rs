@@ -107,20 +107,71 @@ pub fn locate(flag: Option<&Path>) -> Result<Located, NotFound> {
 }
 
 /// Installs the pinned wheel into our cache with pip (the only network this
-/// tool ever uses, and only when asked). Returns the library path.
-pub fn fetch_pinned() -> Result<PathBuf, String> {
+/// tool ever uses, and only when asked) and returns the library path.
+///
+/// Once per machine: concurrent first runs (the folder check's parallel jobs,
+/// two checks started at once) queue on a file lock; the first installs and
+/// `announce`s one line, the others wait and use what it installed. pip
+/// writes into a scratch folder renamed into place only when complete, so a
+/// killed fetch never leaves a half runtime behind, and its output (warnings
+/// included) goes to a log file, named when the fetch fails.
+pub fn fetch_pinned(announce: &dyn Fn(&str)) -> Result<PathBuf, String> {
+    let root = cache_root();
     let dir = cache_dir();
+    std::fs::create_dir_all(&root).map_err(|e| format!("cannot create the cache {}: {e}", root.display()))?;
+    let lock_path = root.join(format!(".ort-{PINNED_ORT}.lock"));
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| format!("cannot open the lock {}: {e}", lock_path.display()))?;
+    lock.lock().map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+    // Whoever held the lock before us may have installed it.
+    if let Some(lib) = find_lib_in(&dir.join("onnxruntime").join("capi")) {
+        return Ok(lib);
+    }
+    announce(&format!(
+        "no ONNX Runtime installed; fetching onnxruntime=={PINNED_ORT} with pip into {} (once)",
+        dir.display()
+    ));
+    // Scratch folders of fetches that were killed: nobody else holds the lock.
+    let partial_prefix = format!(".ort-{PINNED_ORT}.partial-");
+    for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&partial_prefix) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let partial = root.join(format!("{partial_prefix}{}", std::process::id()));
+    let log_path = root.join(format!("fetch-ort-{PINNED_ORT}.log"));
+    let log = std::fs::File::create(&log_path).map_err(|e| format!("cannot write {}: {e}", log_path.display()))?;
+    let log_err = log.try_clone().map_err(|e| format!("cannot write {}: {e}", log_path.display()))?;
     let status = Command::new("python3")
-        .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--target"])
-        .arg(&dir)
+        .args(["-m", "pip", "install", "--no-input", "--disable-pip-version-check", "--no-deps", "--target"])
+        .arg(&partial)
         .arg(format!("onnxruntime=={PINNED_ORT}"))
+        .env("PIP_ROOT_USER_ACTION", "ignore")
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
         .status()
         .map_err(|e| format!("cannot run python3 -m pip: {e}"))?;
+    let fail = |what: String| {
+        let _ = std::fs::remove_dir_all(&partial);
+        format!("{what}; pip's output is in {}", log_path.display())
+    };
     if !status.success() {
-        return Err(format!("pip install onnxruntime=={PINNED_ORT} into {} failed ({status})", dir.display()));
+        return Err(fail(format!("pip install onnxruntime=={PINNED_ORT} failed ({status})")));
     }
+    if find_lib_in(&partial.join("onnxruntime").join("capi")).is_none() {
+        return Err(fail(format!("pip installed onnxruntime=={PINNED_ORT} but it holds no {}", lib_name())));
+    }
+    // A folder without the library (an older, interrupted install) is replaced.
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&partial, &dir)
+        .map_err(|e| fail(format!("cannot move the install into {}: {e}", dir.display())))?;
     find_lib_in(&dir.join("onnxruntime").join("capi"))
-        .ok_or_else(|| format!("pip installed onnxruntime into {} but no libonnxruntime.so was found", dir.display()))
+        .ok_or_else(|| format!("onnxruntime was installed into {} but no {} is there", dir.display(), lib_name()))
 }
 
 /// The Python that owns this executable first (a wheel installs us into a
