@@ -12,15 +12,34 @@ For an application you cannot edit, `record_sessions("trace.jsonl")` patches
 `onnxruntime.InferenceSession.run`, so every session of the process is recorded;
 from a shell: `python3 onnx_contract_trace.py trace.jsonl app.py [ARGS...]`.
 
-One JSON line per call, no tensor values (but those of small int/bool tensors):
+Trace format version 2 (this recorder's default). A new trace (or an append to
+a missing or empty file) starts with the header line
+  {"onnx_contract_trace": 2}
+then one JSON line per call, no tensor values (but those of small int/bool tensors):
   {"call": 0, "model": "decoder_model_merged.onnx",
-   "feeds": {"input_ids": {"dtype": "int64", "shape": [1, 1], "digest": "sha1:..."}, ...},
+   "feeds": {"input_ids": {"dtype": "int64", "shape": [1, 1], "digest": "sha1:...", "value": [999]},
+             "past_key_values.0.key": {"dtype": "float32", "shape": [2, 4, 3, 8], "digest": "sha1:...",
+                                       "rows": ["sha1:...", "sha1:..."]}, ...},
    "outputs": {...same form...} | "error": "<str(exception)>", "time_ms": 1.234}
 `digest` is the SHA-1 of dtype name, shape and the C-contiguous little-endian
 bytes: equal exactly when dtype, shape and bytes are equal, so a `present.*`
-fed back as a past has the digest it had as an output. Only `run` is recorded
-(not run_async, run_with_iobinding or run_with_ort_values). Needs only numpy
-and onnxruntime; thread-safe.
+fed back as a past has the digest it had as an output. `rows` (tensors of rank
+>= 2 only; `[]` when axis 0 is empty) is `digest(a[i])` for each index i along
+axis 0, in order: a batch row (a beam) gathered, reordered or dropped by the
+caller keeps its digest, so a replay can tell which rows of a present a past
+was made of (beam search's reorder by beam_idx). Keys come in the order dtype,
+shape, digest, rows, value. Appending to a non-empty file writes no header and
+numbers the calls after the file's.
+
+The header is the first line: an object with "onnx_contract_trace" (the
+version) and no "call". Version 1 traces (no header line, no `rows`) are still
+valid traces: a trace without a header is read as version 1, and a tensor
+without `rows` simply has no per-row digests. `TraceRecorder(path, version=1)`
+still writes them (tests/callers/caller.py and forms.py record their committed
+traces that way).
+
+Only `run` is recorded (not run_async, run_with_iobinding or
+run_with_ort_values). Needs only numpy and onnxruntime; thread-safe.
 """
 import functools
 import hashlib
@@ -31,7 +50,9 @@ import time
 
 import numpy as np
 
-__all__ = ["TraceRecorder", "record", "record_sessions", "describe", "digest"]
+__all__ = ["TraceRecorder", "record", "record_sessions", "describe", "digest", "VERSION", "HEADER"]
+VERSION = 2  # the trace format this recorder writes by default
+HEADER = "onnx_contract_trace"  # the header line's key: {"onnx_contract_trace": 2}
 _local = threading.local()  # set while a call is being recorded: no double recording
 
 
@@ -41,10 +62,12 @@ def _array(value):
 
 
 def digest(value):
-    """"sha1:<hex>" of dtype name, shape and the C-contiguous little-endian bytes."""
+    """"sha1:<hex>" of dtype name, shape and the C-contiguous little-endian bytes
+    (string tensors: "str", shape, and the JSON list of the values)."""
     a = _array(value)
-    h = hashlib.sha1(f"{a.dtype.name}{list(a.shape)}\n".encode())
-    if a.dtype.hasobject:  # string tensors: hash the values, not object pointers
+    text = a.dtype.hasobject or a.dtype.kind == "U"  # string tensors, named "str" as describe names them
+    h = hashlib.sha1(f"{'str' if text else a.dtype.name}{list(a.shape)}\n".encode())
+    if text:  # hash the values (JSON), not object pointers or UCS-4 padding
         h.update(json.dumps([str(x) for x in a.ravel()]).encode())
     else:
         h.update(np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")).tobytes())
@@ -54,13 +77,17 @@ def digest(value):
 SMALL = 16  # integer and bool tensors up to this many elements also keep their values
 
 
-def describe(value):
+def describe(value, rows=True):
     """{"dtype", "shape", "digest"} of one tensor; dtype is numpy's name ("float32", "bool").
-    Small integer or bool tensors (a branch flag, a token id) also carry "value" (flat list),
-    so a replay can reproduce the call with the caller's own flags and ids."""
+    A tensor of rank >= 2 also carries "rows" (format version 2; `rows=False` leaves it out):
+    `digest(a[i])` for each index along axis 0. Small integer or bool tensors (a branch flag,
+    a token id) also carry "value" (flat list), so a replay can reproduce the call with the
+    caller's own flags and ids."""
     a = _array(value)
     name = "str" if a.dtype.hasobject or a.dtype.kind == "U" else a.dtype.name
     out = {"dtype": name, "shape": [int(d) for d in a.shape], "digest": digest(a)}
+    if rows and a.ndim >= 2:
+        out["rows"] = [digest(row) for row in a]
     if a.dtype.kind in "biu" and a.size <= SMALL:
         out["value"] = [int(v) for v in a.reshape(-1)]
     return out
@@ -71,19 +98,38 @@ def _model_name(session):
     return os.path.basename(path) if isinstance(path, (str, os.PathLike)) else "<in-memory>"
 
 
+def _is_header(line):
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and HEADER in obj and "call" not in obj
+
+
 class TraceRecorder:
     """One JSON line per call, written whole and flushed (a crash leaves whole lines).
     `append=True` keeps the file's lines and numbers calls after them (default:
     a new trace). `timing=False` leaves out `time_ms` (byte-reproducible traces).
+    `version=2` (default) starts a new or empty file with the header line
+    `{"onnx_contract_trace": 2}` and gives tensors of rank >= 2 their `rows`;
+    `version=1` writes neither (the format before the header).
     """
 
-    def __init__(self, path, append=False, timing=True):
-        self.path, self.timing = os.fspath(path), timing
+    def __init__(self, path, append=False, timing=True, version=VERSION):
+        if version not in (1, 2):
+            raise ValueError(f"trace format version {version!r}: this recorder writes 1 or 2")
+        self.path, self.timing, self.version = os.fspath(path), timing, version
         self._lock, self._next = threading.Lock(), 0
+        empty = True
         if append and os.path.exists(self.path):
             with open(self.path, encoding="utf-8") as f:
-                self._next = sum(1 for line in f if line.strip())
+                lines = [line for line in f if line.strip()]
+            empty = not lines
+            self._next = sum(1 for line in lines if not _is_header(line))
         self._file = open(self.path, "a" if append else "w", encoding="utf-8")
+        if version >= 2 and empty:
+            self._file.write(json.dumps({HEADER: version}, separators=(", ", ": ")) + "\n")
+            self._file.flush()
 
     def wrap(self, session, name=None):
         """Wrap `session.run` in place (recording each call) and return the session."""
@@ -101,7 +147,8 @@ class TraceRecorder:
         """Run `run(output_names, input_feed, run_options)`, recording feeds and outputs/error."""
         if getattr(_local, "busy", False):  # already recorded one level up
             return run(output_names, input_feed, run_options)
-        feeds = {k: describe(v) for k, v in dict(input_feed).items()}
+        rows = self.version >= 2
+        feeds = {k: describe(v, rows) for k, v in dict(input_feed).items()}
         with self._lock:
             entry, self._next = {"call": self._next, "model": model, "feeds": feeds}, self._next + 1
         _local.busy, start = True, time.perf_counter()
@@ -115,7 +162,7 @@ class TraceRecorder:
             if "error" in entry:
                 self._write(entry, elapsed)
         names = list(output_names) if output_names else all_outputs
-        entry["outputs"] = {n: describe(v) for n, v in zip(names, results)}
+        entry["outputs"] = {n: describe(v, rows) for n, v in zip(names, results)}
         self._write(entry, elapsed)
         return results
 

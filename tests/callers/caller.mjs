@@ -90,7 +90,7 @@ export const CALLERS = { 'js-gpt2-correct': gpt2Correct, 'js-marian-dummy-encode
 
 export async function record(name, outDir) {
   mkdirSync(outDir, { recursive: true });
-  const rec = new TraceRecorder(join(outDir, `${name}.jsonl`), { timing: false });
+  const rec = new TraceRecorder(join(outDir, `${name}.jsonl`), { timing: false, version: 1 }); // v1, as committed
   return CALLERS[name](rec);
 }
 

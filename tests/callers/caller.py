@@ -234,7 +234,8 @@ TIMED = {"incident2-no-cache"}
 
 
 def record_trace(name, out_dir, steps=STEPS, timing=None, quiet=False):
-    with TraceRecorder(Path(out_dir) / f"{name}.jsonl", timing=name in TIMED if timing is None else timing) as rec:
+    with TraceRecorder(Path(out_dir) / f"{name}.jsonl", timing=name in TIMED if timing is None else timing,
+                       version=1) as rec:  # v1: the committed traces prove old traces still read
         tokens = MISTAKES[name](rec, steps)
     if not quiet:
         print(f"{name}: tokens {tokens}")

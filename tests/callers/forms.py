@@ -182,7 +182,7 @@ def main():
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     for name in (list(CALLERS) if a.all else a.caller):
-        rec = TraceRecorder(a.out / f"{name}.jsonl", timing=False)
+        rec = TraceRecorder(a.out / f"{name}.jsonl", timing=False, version=1)  # v1, as committed
         try:
             tokens = CALLERS[name](rec)
         finally:

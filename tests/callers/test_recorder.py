@@ -4,8 +4,11 @@
 
 Digests are equal exactly when dtype, shape and bytes are equal; a present fed
 back has its output's digest; errors are recorded and re-raised; record_sessions
-records `run(None, feeds)` and `run([names], feeds)`; every committed trace in
-tests/traces/ has the documented form.
+records `run(None, feeds)` and `run([names], feeds)`; format version 2: the header
+line opens a new (or empty) file only, every tensor of rank >= 2 has one row digest
+per index along axis 0, version=1 writes neither; every committed trace in
+tests/traces/ has the documented form (v1 without a header, v2 with one, and the one
+foreign-recorder trace incident2-raw-digests.jsonl).
 """
 import json
 import shutil
@@ -35,8 +38,18 @@ def session(path):
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
+HEADER = {"onnx_contract_trace": 2}
+
+
 def lines(path):
     return [json.loads(l) for l in open(path, encoding="utf-8")]
+
+
+def calls_of(path):
+    """The call lines of a v2 trace: the first line must be the header."""
+    first, *rest = lines(path)
+    assert first == HEADER, first
+    return rest
 
 
 def gpt2_feeds(batch=1, past=0):
@@ -65,6 +78,45 @@ def test_digest_bytes_dtype_shape():
     assert oct.describe(ort.OrtValue.ortvalue_from_numpy(a)) == oct.describe(a)
 
 
+def test_rows_are_digests_along_axis_0():
+    a = rng.standard_normal((3, 2, 4)).astype(np.float32)
+    d = oct.describe(a)
+    assert list(d) == ["dtype", "shape", "digest", "rows"]
+    assert d["rows"] == [oct.digest(a[i]) for i in range(3)] and len(set(d["rows"])) == 3
+    assert oct.describe(a[[2, 0, 0]])["rows"] == [d["rows"][2], d["rows"][0], d["rows"][0]]  # a gather keeps row digests
+    assert oct.describe(a[:, :, ::2])["rows"][1] == oct.digest(np.ascontiguousarray(a[1, :, ::2]))
+    assert oct.describe(np.zeros((0, 8, 1, 4), np.float32))["rows"] == []
+    assert oct.describe(np.zeros((1, 8, 0, 4), np.float32))["rows"] == [oct.digest(np.zeros((8, 0, 4), np.float32))]
+    assert "rows" not in oct.describe(np.zeros(4, np.float32)) and "rows" not in oct.describe(np.float32(1))
+    ids = oct.describe(np.array([[3, 14], [15, 92]], np.int64))
+    assert list(ids) == ["dtype", "shape", "digest", "rows", "value"] and ids["value"] == [3, 14, 15, 92]
+    assert ids["rows"] == [oct.digest(np.array([3, 14], np.int64)), oct.digest(np.array([15, 92], np.int64))]
+    assert "rows" not in oct.describe(a, rows=False)
+    assert oct.digest(np.array(["a", "é"])) == oct.digest(np.array(["a", "é"], dtype=object))  # str, however held
+    s = oct.describe(np.array([["a", "b"], ["c", "d"]], dtype=object))
+    assert s["dtype"] == "str" and s["rows"][1] == oct.digest(np.array(["c", "d"], dtype=object))
+
+
+def test_header_and_version_1():
+    path = TMP / "header.jsonl"
+    with oct.TraceRecorder(path, timing=False) as rec:
+        rec.wrap(session(GPT2)).run(["logits"], gpt2_feeds(batch=2, past=3))
+    text = open(path, encoding="utf-8").read()
+    assert text.startswith('{"onnx_contract_trace": 2}\n'), text[:60]
+    (call,) = calls_of(path)
+    past = call["feeds"]["past_key_values.0.key"]
+    assert past["shape"] == [2, 4, 3, 8] and len(past["rows"]) == 2 and past["rows"][0] == past["rows"][1]
+    assert call["outputs"]["logits"]["rows"] == [oct.digest(r) for r in session(GPT2).run(["logits"], gpt2_feeds(2, 3))[0]]
+    assert call["feeds"]["input_ids"]["rows"] == [oct.digest(np.array([3, 14, 15, 92], np.int64))] * 2
+    old = TMP / "v1.jsonl"
+    with oct.TraceRecorder(old, timing=False, version=1) as rec:
+        rec.wrap(session(GPT2)).run(["logits"], gpt2_feeds(batch=2, past=3))
+    (v1,) = lines(old)  # no header, no rows, the same digests
+    assert v1["call"] == 0 and all("rows" not in t for t in [*v1["feeds"].values(), *v1["outputs"].values()])
+    strip = lambda tensors: {n: {k: v for k, v in t.items() if k != "rows"} for n, t in tensors.items()}
+    assert v1["feeds"] == strip(call["feeds"]) and v1["outputs"] == strip(call["outputs"])
+
+
 def test_present_fed_back_has_its_digest():
     """Marian merged decoder: step 1's pasts are step 0's presents (same digest);
     fresh zeros of the present's shape are not (different digest)."""
@@ -81,7 +133,7 @@ def test_present_fed_back_has_its_digest():
         past = {"past_key_values." + n[len("present."):]: v for n, v in out0.items() if n.startswith("present.")}
         dec.run(None, {**base, "input_ids": np.array([[int(out0["logits"].argmax())]]), **past,
                        "use_cache_branch": np.array([True])})
-    enc_line, step0, step1 = lines(path)
+    enc_line, step0, step1 = calls_of(path)
     assert [l["call"] for l in (enc_line, step0, step1)] == [0, 1, 2]
     assert [l["model"] for l in (enc_line, step0, step1)] == ["encoder_model.onnx"] + ["decoder_model_merged.onnx"] * 2
     assert list(enc_line["outputs"]) == ["last_hidden_state"]
@@ -112,7 +164,7 @@ def test_error_recorded_and_reraised():
     else:
         raise AssertionError("ORT accepted a batch-2 input_ids with batch-1 mask")
     rec.close()
-    ok, bad = lines(path)
+    ok, bad = calls_of(path)
     assert ok["model"] == bad["model"] == "gpt2.onnx"
     assert "outputs" not in bad and bad["error"] == raised and raised
     assert bad["feeds"]["input_ids"]["shape"] == [2, 4] and bad["call"] == 1
@@ -133,24 +185,36 @@ def test_record_sessions_patches_run():
         oct.unpatch()
         rec.close()
     assert ort.InferenceSession.run is ort.capi.onnxruntime_inference_collection.Session.run
-    a, b = lines(path)
+    a, b = calls_of(path)
     assert a["model"] == "model.onnx" and a["call"] == 0 and b["call"] == 1
     assert list(a["outputs"]) == [o.name for o in sess.get_outputs()]
     assert list(b["outputs"]) == ["present.1.value", "logits"]
     assert b["outputs"]["logits"]["digest"] == a["outputs"]["logits"]["digest"] == oct.digest(full[0])
     assert b["outputs"]["present.1.value"]["digest"] == oct.digest(only[0])
-    assert len(lines(TMP / "other.jsonl")) == 1
+    assert len(calls_of(TMP / "other.jsonl")) == 1
 
 
 def test_append_continues_numbering():
     path = TMP / "append.jsonl"
+    path.write_text("")  # appending to an empty file: the header, as a new trace
     for _ in range(2):
         with oct.TraceRecorder(path, append=True, timing=False) as rec:
             rec.wrap(session(GPT2)).run(["logits"], gpt2_feeds())
-    assert [l["call"] for l in lines(path)] == [0, 1]
+    assert [l["call"] for l in calls_of(path)] == [0, 1]  # one header, calls numbered after the file's
     with oct.TraceRecorder(path, timing=False):  # default: a new trace
         pass
-    assert lines(path) == []
+    assert lines(path) == [HEADER]
+    missing = TMP / "append-new.jsonl"  # appending to a missing file: the header too
+    with oct.TraceRecorder(missing, append=True, timing=False) as rec:
+        rec.wrap(session(GPT2)).run(["logits"], gpt2_feeds())
+    with oct.TraceRecorder(missing, append=True, timing=False) as rec:
+        rec.wrap(session(GPT2)).run(["logits"], gpt2_feeds())
+    assert [l["call"] for l in calls_of(missing)] == [0, 1]
+    old = TMP / "append-v1.jsonl"  # a v1 file appended to stays without a header
+    for version in (1, 2):
+        with oct.TraceRecorder(old, append=True, timing=False, version=version) as rec:
+            rec.wrap(session(GPT2)).run(["logits"], gpt2_feeds())
+    assert [l["call"] for l in lines(old)] == [0, 1]
 
 
 def test_command_line_runner():
@@ -164,24 +228,40 @@ def test_command_line_runner():
     out = subprocess.run([sys.executable, str(ROOT / "python" / "onnx_contract_trace.py"), str(TMP / "cli.jsonl"),
                           str(app), "x", "y"], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['x', 'y']", out
-    (line,) = lines(TMP / "cli.jsonl")
+    (line,) = calls_of(TMP / "cli.jsonl")
     assert line["model"] == "model.onnx" and "outputs" in line
+
+
+FOREIGN = {"incident2-raw-digests.jsonl"}  # an older, foreign recorder: md5 of the bytes, no values, no header
 
 
 def test_committed_traces_have_the_format():
     traces = sorted((ROOT / "tests" / "traces").glob("*.jsonl"))
     assert traces, "no traces: run tests/callers/caller.py --all"
     dtypes = {"float32", "float16", "int64", "int32", "bool"}
+    versions = {}
     for path in traces:
         calls = lines(path)
+        version = calls.pop(0)["onnx_contract_trace"] if calls and "call" not in calls[0] else 1
+        versions[path.name] = version
+        assert version in (1, 2) and calls, path
         assert [c["call"] for c in calls] == list(range(len(calls))), path
         for c in calls:
             assert set(c) <= {"call", "model", "feeds", "outputs", "error", "time_ms"}, (path, c["call"])
             assert ("outputs" in c) != ("error" in c), (path, c["call"])
             for t in [*c["feeds"].values(), *c.get("outputs", {}).values()]:
                 assert t["dtype"] in dtypes and all(isinstance(d, int) for d in t["shape"])
+                if path.name in FOREIGN:
+                    assert set(t) == {"dtype", "shape", "digest"} and t["digest"].startswith("md5:"), (path, c["call"])
+                    assert len(t["digest"]) == 36
+                    continue
                 assert t["digest"].startswith("sha1:") and len(t["digest"]) == 45
-        assert path.stat().st_size < 64_000, path
+                keys = ["dtype", "shape", "digest"] + ["rows"] * (version == 2 and len(t["shape"]) >= 2)
+                assert list(t)[:len(keys)] == keys and set(t) <= set(keys) | {"value"}, (path, c["call"], list(t))
+                if "rows" in t:
+                    assert len(t["rows"]) == t["shape"][0] and all(r.startswith("sha1:") for r in t["rows"])
+        assert path.stat().st_size < (64_000 if version == 1 else 512_000), path
+    assert versions.get("gpt2-correct.jsonl") == 1 and versions.get("marian-correct.jsonl") == 1  # old traces stay v1
 
 
 if __name__ == "__main__":
