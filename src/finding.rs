@@ -99,6 +99,8 @@ codes! {
     CallerBatch = "caller-batch": "The batch changes within a generation (the caches hold the rows it started with).",
     CallerEncoder = "caller-encoder": "The encoder states fed change within a generation (one source's states for every call).",
     CallerEmbeds = "caller-embeds": "The embeddings fed are an earlier call's, not those of this call's tokens (an embeddings-split export).",
+    CallerBeams = "caller-beams": "Beam search: the cache rows fed are not the rows the beams chose (the cache not reordered to the beams' origins), or the encoder states are not expanded per beam.",
+    CallerCrop = "caller-crop": "Several tokens verified in one call (speculative decoding): the cache is not cropped to the accepted length before the next call (the rejected drafts stay in it).",
     CallerNoCache = "caller-no-cache": "The cache is never used: every call re-feeds the growing prefix on the no-cache path.",
     CallerError = "caller-error": "A recorded call failed in ONNX Runtime (what the application saw).",
     Repeatability = "repeatability": "The same step run twice on one session gives different outputs.",

@@ -324,3 +324,145 @@ fn a_javascript_caller_is_judged_like_a_python_one() {
     assert_eq!((e[0].0, e[0].1.as_str()), (Some(3), "caller-cross-past"), "{e:#?}");
     assert!(e[0].2.contains("`past_key_values.0.encoder.key` = `present.0.encoder.key` of call 2, which the cache branch returns as a placeholder; feed call 1's encoder presents for every later call"), "{}", e[0].2);
 }
+
+/// Real clients (tests/callers/clients.py, tests/callers/tjs/clients.mjs;
+/// trace format 2): each correct one "both fine" with its decoding strategy
+/// inferred; each broken twin named at its first wrong call, with the beam
+/// origins or the crop length in the text.
+#[test]
+fn real_clients_replay_with_their_strategy_and_their_broken_twins_are_named() {
+    // (trace, model, at fault, the decoding line contains, first error: (code, call, text))
+    type Case = (&'static str, &'static str, &'static str, &'static str, Option<(&'static str, u64, &'static str)>);
+    let cases: &[Case] = &[
+        (
+            "optimum-beam3",
+            "models/llama-tiny",
+            "both fine",
+            "beam search, 3 beams; cache reordered at calls 2, 3, 4, 5",
+            None,
+        ),
+        (
+            "optimum-beam3-no-reorder",
+            "models/llama-tiny",
+            "caller",
+            "beam search, 3 beams; the cache NOT reordered",
+            Some(("caller-beams", 2, "came from rows [0, 0, 0] of call 1")),
+        ),
+        (
+            "optimum-seq2seq-beam2",
+            "models/marian-tiny",
+            "both fine",
+            "beam search, 2 beams; cache reordered at calls 3, 4",
+            None,
+        ),
+        (
+            "optimum-seq2seq-beam2-no-reorder",
+            "models/marian-tiny",
+            "caller",
+            "beam search, 2 beams; the cache NOT reordered",
+            Some(("caller-beams", 3, "index_select on the batch axis with beam_idx [0, 0]")),
+        ),
+        (
+            "optimum-greedy-padded",
+            "models/gpt2-tiny",
+            "both fine",
+            "greedy (every next token its row's argmax), batch of 2 (left-padded)",
+            None,
+        ),
+        (
+            "optimum-greedy-padded-no-positions",
+            "models/gpt2-tiny",
+            "caller",
+            "greedy",
+            Some((
+                "caller-positions",
+                0,
+                "row 1 is [0, 1, 2, 3, 4] where its mask [0, 0, 1, 1, 1] places its tokens at [_, _, 0, 1, 2]",
+            )),
+        ),
+        ("optimum-sample-topk", "models/llama-tiny", "both fine", "sampling (5 of 5 tokens not the argmax", None),
+        ("speculative-correct", "models/gpt2-tiny", "both fine", "several tokens per call at 3 calls", None),
+        (
+            "speculative-no-crop",
+            "models/gpt2-tiny",
+            "caller",
+            "several tokens per call",
+            Some(("caller-crop", 3, "crop every past to 10 on axis 2")),
+        ),
+        ("tjs-greedy", "models/tjs-variants", "both fine", "greedy (every next token its row's argmax)", None),
+        (
+            "tjs-greedy-no-past-update",
+            "models/tjs-variants",
+            "caller",
+            "greedy",
+            Some(("caller-past", 2, "a stale cache")),
+        ),
+        (
+            "tjs-translation",
+            "models/bart-tjs",
+            "both fine",
+            "greedy (every next token its row's argmax, but for token 2 passed over",
+            None,
+        ),
+        (
+            "tjs-translation-no-past-update",
+            "models/bart-tjs",
+            "caller",
+            "greedy",
+            Some(("caller-past", 3, "a stale cache")),
+        ),
+    ];
+    for (trace, model, fault, decoding, first) in cases {
+        let path = format!("tests/traces/{trace}.jsonl");
+        let (code, r) = json(&["replay", "--format", "json", &path, "--model", model]);
+        assert_eq!(r["at_fault"], *fault, "{trace}: {}", r["summary"]);
+        assert_eq!(code, if *fault == "both fine" { 0 } else { 2 }, "{trace}");
+        let line = r["decoding"].as_str().unwrap_or_default();
+        assert!(line.contains(decoding), "{trace}: decoding {line:?}");
+        let errors: Vec<&Value> =
+            r["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "error").collect();
+        match first {
+            None => assert!(errors.is_empty(), "{trace}: {errors:#?}"),
+            Some((code, call, text)) => {
+                let e = errors.first().unwrap_or_else(|| panic!("{trace}: no error"));
+                assert_eq!((e["code"].as_str(), e["call"].as_u64()), (Some(*code), Some(*call)), "{trace}: {e:#}");
+                assert!(e["message"].as_str().unwrap().contains(text), "{trace}: {}", e["message"]);
+                assert!(
+                    r["summary"].as_str().unwrap().starts_with(&format!("caller: call {call}: ")),
+                    "{trace}: {}",
+                    r["summary"]
+                );
+            }
+        }
+    }
+}
+
+/// The seed incident as a foreign recorder writes it (no header, no encoder
+/// call, no values, digests over raw bytes): the placeholder is named by its
+/// shape alone, the branch flag of the re-run comes from the protocol, and the
+/// re-run fails where the trace records the failure.
+#[test]
+fn the_seed_incident_from_a_digest_only_recorder_is_named_by_shape() {
+    let (code, r) = json(&[
+        "replay",
+        "--format",
+        "json",
+        "tests/traces/incident2-raw-digests.jsonl",
+        "--model",
+        "models/marian-tiny",
+    ]);
+    assert_eq!((code, r["at_fault"].as_str()), (2, Some("caller")), "{r:#}");
+    let first = r["findings"].as_array().unwrap().iter().find(|f| f["severity"] == "error").unwrap();
+    assert_eq!((first["code"].as_str(), first["call"].as_u64()), (Some("caller-cross-past"), Some(2)), "{first:#}");
+    assert!(first["message"].as_str().unwrap().contains("[0, 8, 1, 4]: the cached branch's dummy"), "{first:#}");
+    let rep = &r["reproduction"];
+    assert_eq!(rep["failed"][0].as_u64(), Some(2), "{rep:#}");
+    let fed = rep["fed"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect::<Vec<_>>().join("\n");
+    assert!(
+        fed.contains("use_cache_branch")
+            && !fed.lines().any(|l| l.starts_with("seeded") && l.contains("use_cache_branch")),
+        "{fed}"
+    );
+    let summary = r["summary"].as_str().unwrap();
+    assert!(!summary.contains("without an error"), "the trace records call 2's error: {summary}");
+}

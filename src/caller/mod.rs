@@ -1,5 +1,5 @@
 //! Is it the model or the caller? A recorded trace of what an application fed
-//! (`trace`), the feed guard an application calls before each run (`guard`),
+//! (`trace`), the decoding strategy a trace shows (`strategy`), the feed guard an application calls before each run (`guard`),
 //! and `replay` of a trace against the protocol the model needs. The rules
 //! come from the runtime's plan (what a correct caller feeds), never restated.
 
@@ -8,6 +8,8 @@ pub mod fix;
 pub mod guard;
 #[cfg(feature = "runtime")]
 pub mod replay;
+#[cfg(feature = "runtime")]
+pub mod strategy;
 pub mod trace;
 
 pub use guard::{FeedGuard, GuardError, TensorMeta};

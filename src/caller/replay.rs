@@ -84,6 +84,19 @@ pub struct ReplayReport {
     /// The first wrong call as fed against the protocol, and the protocol's run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<super::fix::CallFix>,
+    /// The decoding strategy the trace shows, in one line (inferred from its
+    /// calls and the re-run's scores): greedy, sampling, beam search, several
+    /// tokens per call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoding: Option<String>,
+}
+
+/// The inputs a re-run had to invent (the trace held only their digests).
+fn invented(r: &Reproduction) -> String {
+    match r.fed.iter().find(|l| l.starts_with("seeded")) {
+        Some(line) => format!("it had to invent {}", line.split_once(": ").map_or(line.as_str(), |(_, names)| names)),
+        None => "every input came from the trace or the protocol".into(),
+    }
 }
 
 fn basename(s: &str) -> &str {
@@ -202,7 +215,6 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
     }
     findings.extend(guard.summary());
     let mut findings = first_departures(findings);
-    let caller_ok = !findings.iter().any(|f| f.severity == Severity::Error);
 
     // The decoder the trace drives, and its correct protocol.
     let decoder = calls
@@ -211,24 +223,38 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
         .rfind(|e| matches!(e.role, Role::MergedDecoder | Role::DecoderWithPast | Role::DecoderOnly));
     let mut model_check = None;
     let mut reproduction = None;
+    let mut decoding = None;
     // `--static-only`: the calls judged against the protocol, nothing run.
     if let Some(d) = decoder.filter(|_| !checker.is_static_only()) {
         let report = checker.clone().run(&d.file.path)?;
-        if !caller_ok {
-            reproduction = match reproduce(&layout, d, &calls, checker.repro_to()) {
-                Ok(r) => Some(r),
-                Err(why) => {
-                    findings.push(Finding::new(
-                        Code::RuntimeSkipped,
-                        Severity::Info,
-                        format!("the caller's calls were not re-run: {why}"),
-                    ));
-                    None
+        // Re-run every time: the strategy is judged on the re-run's scores.
+        reproduction = match reproduce(&layout, d, &calls, checker.repro_to()) {
+            Ok((r, scores)) => {
+                if let Some(Ok(plan)) = layout.plan_for(d, 1) {
+                    let name = basename(&d.file.rel);
+                    let mine: Vec<&Call> = calls.iter().filter(|c| basename(&c.model) == name).collect();
+                    if let Some(dec) = super::strategy::infer(&plan, &mine, &scores) {
+                        findings.extend(dec.findings);
+                        decoding = Some(dec.line);
+                    }
                 }
-            };
-        }
+                Some(r)
+            }
+            Err(why) => {
+                findings.push(Finding::new(
+                    Code::RuntimeSkipped,
+                    Severity::Info,
+                    format!("the caller's calls were not re-run: {why}"),
+                ));
+                None
+            }
+        };
         model_check = Some(report);
     }
+    let caller_ok = !findings.iter().any(|f| f.severity == Severity::Error);
+    // What the trace records failing, against what the re-run did: a verdict
+    // never contradicts the trace.
+    let recorded_error = calls.iter().find(|c| c.error.is_some()).map(|c| c.call);
     // A model that could not be run here (no ONNX Runtime) is not judged: the
     // caller's departures still stand, the model's share stays undecided.
     let no_runtime = model_check.as_ref().is_some_and(|r| {
@@ -268,6 +294,11 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
                     "; re-running its calls fails at call {c} ({}), the correct protocol passes on the same model",
                     e.lines().next().unwrap_or(e)
                 ),
+                Some(r) if recorded_error.is_some() => format!(
+                    "; the trace records call {} failing, and the re-run did not reproduce it ({}); the correct protocol passes on the same model",
+                    recorded_error.unwrap_or_default(),
+                    invented(r)
+                ),
                 Some(_) if only_slow => "; its calls run and their results are right, paid for by recomputing the prefix every call; the cached protocol passes on the same model".into(),
                 Some(_) => "; its calls run without an error but compute something else (no crash to warn it); the correct protocol passes on the same model".into(),
                 None => String::new(),
@@ -284,6 +315,7 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
     let fix = super::fix::first_wrong_call(&findings, &calls, model_check.as_ref());
     Ok(ReplayReport {
         fix,
+        decoding,
         schema_version: crate::checker::report::SCHEMA_VERSION,
         verdict: if caller_ok { Verdict::Pass } else { Verdict::Fail },
         at_fault: at_fault.into(),
@@ -298,13 +330,18 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
     })
 }
 
-/// Re-runs the caller's calls to `d` in a child process until one fails.
+/// The re-run's per-row next-token scores, by call.
+type Scores = BTreeMap<usize, Vec<crate::engine::events::RowScores>>;
+
+/// Re-runs the caller's calls to `d` in a child process until one fails,
+/// with the calls to the folder's other files it was fed from (an encoder,
+/// an embedding model) re-run on their own sessions.
 fn reproduce(
     layout: &Layout,
     d: &Entry,
     calls: &[Call],
     repro: Option<crate::engine::options::ReproTo>,
-) -> Result<Reproduction, String> {
+) -> Result<(Reproduction, Scores), String> {
     // The family's plan; for an export that contract does not fit (incident 1's),
     // the plan of the model's own signature: re-running needs only its vocabulary.
     let own = || {
@@ -316,24 +353,53 @@ fn reproduce(
         _ => plan::build(&d.sig, &own()?, 1)?,
     };
     let name = basename(&d.file.rel);
+    // A companion: another file of the folder, not a decoder (the encoder, `embed_tokens`).
+    let companion = |c: &Call| {
+        let other = basename(&c.model);
+        layout
+            .entries
+            .iter()
+            .find(|e| basename(&e.file.rel) == other && other != name)
+            .filter(|e| !matches!(e.role, Role::MergedDecoder | Role::DecoderWithPast | Role::DecoderOnly))
+            .map(|e| e.file.path.clone())
+    };
+    let mine: Vec<usize> =
+        calls.iter().enumerate().filter(|(_, c)| basename(&c.model) == name).map(|(i, _)| i).collect();
+    // The tokens the next call to the decoder fed: what the strategy chose from these scores.
+    let watch = |i: usize| -> Vec<i64> {
+        let next = mine.iter().find(|&&j| j > i).map(|&j| &calls[j]);
+        next.and_then(|c| c.feeds.get(&plan.input_ids)?.value.clone()).unwrap_or_default()
+    };
     let replay: Vec<ReplayCall> = calls
         .iter()
-        .filter(|c| basename(&c.model) == name)
-        .map(|c| ReplayCall {
-            call: c.call,
-            feeds: c
-                .feeds
-                .iter()
-                .map(|(n, r)| ReplayFeed {
-                    name: n.clone(),
-                    dtype: r.dtype.clone(),
-                    shape: r.shape.clone(),
-                    value: r.value.clone(),
-                    digest: r.digest.clone(),
-                    zeros: r.digest.is_some() && r.digest == super::guard::zero_digest(&r.dtype, &r.shape),
-                })
-                .collect(),
-            outputs: c.outputs.iter().flatten().filter_map(|(n, r)| Some((n.clone(), r.digest.clone()?))).collect(),
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let model = if basename(&c.model) == name { None } else { Some(companion(c)?) };
+            Some(ReplayCall {
+                call: c.call,
+                feeds: c
+                    .feeds
+                    .iter()
+                    .map(|(n, r)| ReplayFeed {
+                        name: n.clone(),
+                        dtype: r.dtype.clone(),
+                        shape: r.shape.clone(),
+                        value: r.value.clone(),
+                        digest: r.digest.clone(),
+                        zeros: r.digest.is_some() && r.digest == super::guard::zero_digest(&r.dtype, &r.shape),
+                        rows: r.rows.clone(),
+                    })
+                    .collect(),
+                outputs: c.outputs.iter().flatten().filter_map(|(n, r)| Some((n.clone(), r.digest.clone()?))).collect(),
+                output_rows: c
+                    .outputs
+                    .iter()
+                    .flatten()
+                    .filter_map(|(n, r)| Some((n.clone(), r.rows.clone()?)))
+                    .collect(),
+                watch: if model.is_none() { watch(i) } else { Vec::new() },
+                model,
+            })
         })
         .collect();
     // A trace's shapes are untrusted: nothing is allocated for a tensor no model takes.
@@ -384,7 +450,8 @@ fn reproduce(
         })
         .collect();
     let calls = r.replayed.iter().map(|(c, _, _)| *c).collect();
-    Ok(Reproduction { model: d.file.rel.clone(), calls, failed, fed, repro: r.repros.into_iter().next() })
+    let scores = r.replay_scores.into_iter().collect();
+    Ok((Reproduction { model: d.file.rel.clone(), calls, failed, fed, repro: r.repros.into_iter().next() }, scores))
 }
 
 /// The most elements a re-created feed may have (a real past is far below it).

@@ -5,7 +5,13 @@
 //!
 //! `digest` (optional) is any string equal exactly when dtype, shape and bytes
 //! are equal; `value` (optional) the flat values of a small int/bool tensor;
-//! `outputs` and `error` are optional. `python/onnx_contract_trace.py`
+//! `outputs` and `error` are optional.
+//!
+//! Format 2 starts with the header line `{"onnx_contract_trace": 2}` and adds
+//! `rows` to tensors of rank 2 and more: one digest per index along the batch
+//! axis, so a past whose rows are rows of an earlier present (a beam reorder,
+//! a batch row dropped) is traced row by row. A trace without the header is
+//! format 1 and reads as before. `python/onnx_contract_trace.py`
 //! records it for onnxruntime users; [`Recorder`] for `ort` users.
 
 use serde::{Deserialize, Serialize};
@@ -23,9 +29,23 @@ pub struct TensorRecord {
     /// Equal exactly when dtype, shape and bytes are equal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// Format 2: one digest per row along axis 0 (rank 2 and more), each
+    /// equal exactly when the rows' dtype, shape and bytes are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<Vec<String>>,
     /// Flat values of a small integer or bool tensor (flags, ids).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Vec<i64>>,
+}
+
+/// The trace format this library writes and the newest it reads.
+pub const FORMAT: u32 = 2;
+
+/// The first line of a format-2 trace.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Header {
+    onnx_contract_trace: u32,
 }
 
 /// One inference call.
@@ -95,10 +115,45 @@ pub fn parse(mut reader: impl std::io::BufRead) -> Result<Vec<Call>, (Option<usi
         if text.trim().is_empty() {
             continue;
         }
+        if calls.is_empty() && text.trim_start().starts_with("{\"onnx_contract_trace\"") {
+            let h: Header =
+                serde_json::from_str(text).map_err(|e| (Some(number), format!("not a trace header: {e}")))?;
+            if h.onnx_contract_trace == 0 || h.onnx_contract_trace > FORMAT {
+                return Err((
+                    Some(number),
+                    format!(
+                        "trace format {} (this onnx-contract reads formats 1 to {FORMAT}: a newer recorder wrote it)",
+                        h.onnx_contract_trace
+                    ),
+                ));
+            }
+            continue;
+        }
         let call: Call = serde_json::from_str(text).map_err(|e| (Some(number), format!("not a trace line: {e}")))?;
-        let mut tensors = call.feeds.iter().chain(call.outputs.iter().flatten());
-        if let Some((name, t)) = tensors.find(|(_, t)| t.shape.iter().any(|&d| d < 0)) {
-            return Err((Some(number), format!("`{name}` has shape {:?}: a negative size", t.shape)));
+        let tensors = call.feeds.iter().chain(call.outputs.iter().flatten());
+        for (name, t) in tensors {
+            if t.shape.iter().any(|&d| d < 0) {
+                return Err((Some(number), format!("`{name}` has shape {:?}: a negative size", t.shape)));
+            }
+            if let Some(rows) = &t.rows {
+                if t.shape.len() < 2 {
+                    return Err((
+                        Some(number),
+                        format!("`{name}` has row digests but rank {}: rows are recorded from rank 2", t.shape.len()),
+                    ));
+                }
+                if rows.len() as i64 != t.shape[0] {
+                    return Err((
+                        Some(number),
+                        format!(
+                            "`{name}` has {} row digests for a batch of {} (shape {:?})",
+                            rows.len(),
+                            t.shape[0],
+                            t.shape
+                        ),
+                    ));
+                }
+            }
         }
         calls.push(call);
     }
@@ -117,9 +172,12 @@ pub struct Recorder {
 
 #[cfg(feature = "runtime")]
 impl Recorder {
-    /// A new trace at `path` (truncated).
+    /// A new trace at `path` (truncated), in format [`FORMAT`].
     pub fn create(path: &Path) -> std::io::Result<Recorder> {
-        Ok(Recorder { out: std::io::BufWriter::new(std::fs::File::create(path)?), next: 0 })
+        use std::io::Write;
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(out, "{{\"onnx_contract_trace\": {FORMAT}}}")?;
+        Ok(Recorder { out, next: 0 })
     }
 
     /// One call: the feeds, and the outputs or the error.
@@ -166,26 +224,47 @@ pub fn describe(v: &ort::value::DynValue) -> TensorRecord {
         other => other,
     }
     .to_string();
+    // The little-endian bytes (and small values) of the element types callers feed.
+    let mut value = None;
+    let bytes: Vec<u8> = if let Ok((_, data)) = v.try_extract_tensor::<f32>() {
+        data.iter().flat_map(|x| x.to_le_bytes()).collect()
+    } else if let Ok((_, data)) = v.try_extract_tensor::<i64>() {
+        value = (data.len() <= SMALL).then(|| data.to_vec());
+        data.iter().flat_map(|x| x.to_le_bytes()).collect()
+    } else if let Ok((_, data)) = v.try_extract_tensor::<i32>() {
+        value = (data.len() <= SMALL).then(|| data.iter().map(|&x| i64::from(x)).collect());
+        data.iter().flat_map(|x| x.to_le_bytes()).collect()
+    } else if let Ok((_, data)) = v.try_extract_tensor::<bool>() {
+        value = (data.len() <= SMALL).then(|| data.iter().map(|&x| i64::from(x)).collect());
+        data.iter().map(|x| u8::from(*x)).collect()
+    } else if let Ok((_, data)) = v.try_extract_tensor::<half::f16>() {
+        data.iter().flat_map(|x| x.to_le_bytes()).collect()
+    } else {
+        Vec::new()
+    };
+    let digest = digest_of(&dtype, &shape, &bytes);
+    let rows = (shape.len() >= 2).then(|| {
+        let n = usize::try_from(shape[0]).unwrap_or(0);
+        let row_shape = &shape[1..];
+        let per_row = bytes.len().checked_div(n).unwrap_or(0);
+        (0..n).map(|i| digest_of(&dtype, row_shape, &bytes[i * per_row..(i + 1) * per_row])).collect()
+    });
+    TensorRecord { dtype, shape, digest: Some(digest), rows, value }
+}
+
+/// Integer and bool tensors up to this many elements keep their values (the
+/// Python recorder's rule): token ids, masks and positions of a prompt.
+#[cfg(feature = "runtime")]
+const SMALL: usize = 16;
+
+/// The recorders' digest: SHA-1 of the dtype name, the shape as Python prints
+/// a list and a newline, then the little-endian bytes.
+pub fn digest_of(dtype: &str, shape: &[i64], bytes: &[u8]) -> String {
     let mut hasher = sha1_smol::Sha1::new();
     hasher.update(dtype.as_bytes());
-    // The Python recorder's header (`float32[1, 8, 0, 4]\n`): one digest for one tensor in every recorder.
     hasher.update(format!("{shape:?}\n").as_bytes());
-    let mut value = None;
-    if let Ok((_, data)) = v.try_extract_tensor::<f32>() {
-        data.iter().for_each(|x| hasher.update(&x.to_le_bytes()));
-    } else if let Ok((_, data)) = v.try_extract_tensor::<i64>() {
-        data.iter().for_each(|x| hasher.update(&x.to_le_bytes()));
-        value = (data.len() <= 16).then(|| data.to_vec());
-    } else if let Ok((_, data)) = v.try_extract_tensor::<i32>() {
-        data.iter().for_each(|x| hasher.update(&x.to_le_bytes()));
-        value = (data.len() <= 16).then(|| data.iter().map(|&x| i64::from(x)).collect());
-    } else if let Ok((_, data)) = v.try_extract_tensor::<bool>() {
-        data.iter().for_each(|x| hasher.update(&[u8::from(*x)]));
-        value = (data.len() <= 16).then(|| data.iter().map(|&x| i64::from(x)).collect());
-    } else if let Ok((_, data)) = v.try_extract_tensor::<half::f16>() {
-        data.iter().for_each(|x| hasher.update(&x.to_le_bytes()));
-    }
-    TensorRecord { dtype, shape, digest: Some(format!("sha1:{}", hasher.digest())), value }
+    hasher.update(bytes);
+    format!("sha1:{}", hasher.digest())
 }
 
 #[cfg(test)]

@@ -48,29 +48,7 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         Err(ev) => return emit(*ev),
     };
     if let Some(calls) = job.options.replay.clone() {
-        let mut chain = crate::engine::replay::Chain::default();
-        for c in &calls {
-            let (feeds, sources): (Vec<_>, Vec<_>) =
-                crate::engine::replay::feeds(&ctx.job.plan, c, &mut ctx.rng, &mut chain).into_iter().unzip();
-            let sources = feeds.iter().map(|f| f.name.clone()).zip(sources).collect();
-            match run(&mut ctx.session, &feeds) {
-                Ok(out) => {
-                    chain.remember(c, &out);
-                    emit(Event::Replayed { call: c.call, error: None, node: None, sources })
-                }
-                Err(message) => {
-                    let (model, opts) = (&ctx.job.model, &ctx.job.options);
-                    let node = diagnose(ctx.env, model, &message, &feeds, opts);
-                    let repro = node.as_ref().and_then(|n| {
-                        let problem = crate::repro::Problem::Fails { message: &message };
-                        crate::repro::reproduce(ctx.env, model, &feeds, &n.name, Code::RunFailed, problem, opts)
-                    });
-                    emit(Event::Replayed { call: c.call, error: Some(message), node, sources });
-                    repro.into_iter().for_each(|r| emit(Event::Repro(r)));
-                    break;
-                }
-            }
-        }
+        replay(&mut ctx, &calls, emit);
         return emit(Event::Done);
     }
     if let Some(r) = job.options.reference.clone() {
@@ -115,6 +93,56 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         }
     }
     emit(Event::Done);
+}
+
+/// Re-runs a trace's recorded calls in order until one fails: the job's
+/// model on its session, a companion file's calls (the encoder whose states
+/// the decoder is fed) on a session of their own, every output chained to
+/// the later feeds the trace's digests say it became.
+fn replay(ctx: &mut Ctx<'_>, calls: &[crate::engine::options::ReplayCall], emit: &mut dyn FnMut(Event)) {
+    let mut chain = crate::engine::replay::Chain::default();
+    let mut companions: Vec<(std::path::PathBuf, ort::session::Session)> = Vec::new();
+    for c in calls {
+        let (feeds, sources): (Vec<_>, Vec<_>) =
+            crate::engine::replay::feeds(&ctx.job.plan, c, &mut ctx.rng, &mut chain).into_iter().unzip();
+        let sources = feeds.iter().map(|f| f.name.clone()).zip(sources).collect();
+        let own = c.model.as_ref().is_none_or(|m| *m == ctx.job.model);
+        let ran = if own {
+            chain.decoder_calls += 1;
+            run(&mut ctx.session, &feeds)
+        } else {
+            let path = c.model.clone().unwrap_or_default();
+            let at = match companions.iter().position(|(p, _)| *p == path) {
+                Some(i) => Ok(i),
+                None => open(ctx.env, &path, &ctx.job.options).map(|s| {
+                    companions.push((path.clone(), s));
+                    companions.len() - 1
+                }),
+            };
+            at.and_then(|i| run(&mut companions[i].1, &feeds)).map_err(|e| format!("{}: {e}", path.display()))
+        };
+        match ran {
+            Ok(out) => {
+                chain.remember(c, &out);
+                let scores = match out.floats.get(&ctx.job.plan.logits).filter(|_| own) {
+                    Some(logits) => crate::engine::replay::row_scores(logits, &c.watch),
+                    None => Vec::new(),
+                };
+                emit(Event::Replayed { call: c.call, error: None, node: None, sources, scores })
+            }
+            Err(message) => {
+                let (model, opts) = (&ctx.job.model, &ctx.job.options);
+                let node = own.then(|| diagnose(ctx.env, model, &message, &feeds, opts)).flatten();
+                let repro = node.as_ref().and_then(|n| {
+                    let problem = crate::repro::Problem::Fails { message: &message };
+                    crate::repro::reproduce(ctx.env, model, &feeds, &n.name, Code::RunFailed, problem, opts)
+                });
+                emit(Event::Replayed { call: c.call, error: Some(message), node, sources, scores: Vec::new() });
+                repro.into_iter().for_each(|r| emit(Event::Repro(r)));
+                break;
+            }
+        }
+    }
 }
 
 /// Sessions, encoder states and the prompt, or the event that stops the job.

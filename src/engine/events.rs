@@ -284,11 +284,27 @@ pub enum Event {
         /// Each feed and where its values came from.
         #[serde(default)]
         sources: Vec<(String, FeedSource)>,
+        /// Per row of the logits' last position: what the decoding strategy
+        /// is judged on (empty for a call with no logits, or a failed one).
+        #[serde(default)]
+        scores: Vec<RowScores>,
     },
     /// A minimal reproduction was written (or tried) for `--repro`.
     Repro(Repro),
     /// Every run finished.
     Done,
+}
+
+/// One row's next-token log-probabilities at its last position, as the
+/// re-run computed them: the argmax, and the tokens asked for.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct RowScores {
+    /// The most likely next token.
+    pub argmax: i64,
+    /// `(token, log-probability)` of each watched token (-1e30 for an
+    /// impossible one: JSON has no -inf).
+    pub watched: Vec<(i64, f64)>,
 }
 
 /// How the logits moved when one cached position was changed, in the windowed

@@ -212,6 +212,7 @@ fn a_digest_only_call_is_re_fed_positions_that_continue_its_past_and_chained_pas
         value: None,
         digest: digest.map(str::to_string),
         zeros: false,
+        rows: None,
     };
     let mut fed = vec![
         feed("input_ids", "int64", vec![1, 1], None),
@@ -221,7 +222,14 @@ fn a_digest_only_call_is_re_fed_positions_that_continue_its_past_and_chained_pas
     for c in &plan.self_past {
         fed.push(feed(&c.past, "float32", vec![1, 4, 5, 8], Some("sha1:same")));
     }
-    let call = ReplayCall { call: 3, feeds: fed, outputs: Vec::new() };
+    let call = ReplayCall {
+        call: 3,
+        feeds: fed,
+        outputs: Vec::new(),
+        output_rows: Vec::new(),
+        model: None,
+        watch: Vec::new(),
+    };
     let got = feeds(&plan, &call, &mut Rng::seeded(0), &mut Chain::default());
     let ints = |name: &str| match &got.iter().find(|(f, _)| f.name == name).unwrap().0.values {
         Values::Int(a) => a.iter().copied().collect::<Vec<i64>>(),

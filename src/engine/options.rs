@@ -104,6 +104,10 @@ pub struct ReplayFeed {
     pub digest: Option<String>,
     /// The digest is that of zeros: the caller fed fresh zeros.
     pub zeros: bool,
+    /// Format-2 traces: one digest per row along the batch axis (a past
+    /// whose rows are rows of an earlier output is those rows, gathered).
+    #[serde(default)]
+    pub rows: Option<Vec<String>>,
 }
 
 /// One recorded call to re-run.
@@ -115,6 +119,17 @@ pub struct ReplayCall {
     pub feeds: Vec<ReplayFeed>,
     /// Its outputs' names and recorded digests (what later feeds may equal).
     pub outputs: Vec<(String, String)>,
+    /// Its outputs' recorded row digests (what later feeds' rows may equal).
+    #[serde(default)]
+    pub output_rows: Vec<(String, Vec<String>)>,
+    /// Another file of the folder this call ran (an encoder whose states
+    /// the decoder's calls are fed); `None`: the job's model.
+    #[serde(default)]
+    pub model: Option<PathBuf>,
+    /// Token ids whose log-probabilities each row's last position is asked
+    /// for (the next call's tokens: what the decoding strategy chose).
+    #[serde(default)]
+    pub watch: Vec<i64>,
 }
 
 /// A reference generation: what to feed and how long to go.

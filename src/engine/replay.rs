@@ -16,11 +16,15 @@ use std::collections::HashMap;
 
 pub use crate::engine::events::FeedSource;
 
-/// What the re-run produced, by the digest the trace recorded for it.
+/// What the re-run produced, by the digest the trace recorded for it (and
+/// row by row, by the rows' digests of a format-2 trace).
 #[derive(Default)]
 pub(crate) struct Chain {
     produced: HashMap<String, ArrayD<f32>>,
+    rows: HashMap<String, ArrayD<f32>>,
     seeded: HashMap<String, feeds::Values>,
+    /// Calls of the job's model re-run so far (the first has no cache).
+    pub(crate) decoder_calls: usize,
 }
 
 impl Chain {
@@ -31,7 +35,62 @@ impl Chain {
                 self.produced.insert(digest.clone(), v.clone());
             }
         }
+        for (name, rows) in &c.output_rows {
+            let Some(v) = out.floats.get(name).filter(|v| v.ndim() >= 2 && v.shape()[0] == rows.len()) else {
+                continue;
+            };
+            for (i, d) in rows.iter().enumerate() {
+                self.rows.entry(d.clone()).or_insert_with(|| v.index_axis(ndarray::Axis(0), i).to_owned());
+            }
+        }
     }
+
+    /// A fed tensor whose every row is a row the re-run produced (a beam
+    /// reorder, an expansion per beam): those rows, stacked.
+    fn gathered(&self, rows: &[String], dims: &[usize]) -> Option<ArrayD<f32>> {
+        if rows.is_empty() || dims.first() != Some(&rows.len()) {
+            return None;
+        }
+        let parts: Vec<&ArrayD<f32>> = rows.iter().map(|d| self.rows.get(d)).collect::<Option<_>>()?;
+        if parts.iter().any(|p| p.shape() != &dims[1..]) {
+            return None;
+        }
+        let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
+        ndarray::stack(ndarray::Axis(0), &views).ok()
+    }
+}
+
+/// Each row's log-probabilities at its last position: the argmax and the
+/// `watch`ed tokens (what the next call fed), for judging the strategy.
+pub(crate) fn row_scores(logits: &ArrayD<f32>, watch: &[i64]) -> Vec<crate::engine::events::RowScores> {
+    if logits.ndim() != 3 || logits.shape()[1] == 0 {
+        return Vec::new();
+    }
+    let last = logits.shape()[1] - 1;
+    (0..logits.shape()[0])
+        .map(|r| {
+            let row = logits.slice(ndarray::s![r, last, ..]);
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let sum: f64 = row.iter().map(|&x| f64::from(x - max).exp()).sum();
+            let lse = f64::from(max) + sum.ln();
+            let argmax = row
+                .iter()
+                .enumerate()
+                .fold((0usize, f32::NEG_INFINITY), |b, (i, &x)| if x > b.1 { (i, x) } else { b })
+                .0;
+            let lp = |t: i64| {
+                let v = usize::try_from(t).ok().and_then(|t| row.get(t)).map(|&x| f64::from(x) - lse);
+                v.filter(|v| v.is_finite()).unwrap_or(-1e30)
+            };
+            let mut watched: Vec<(i64, f64)> = Vec::new();
+            for &t in watch {
+                if !watched.iter().any(|(w, _)| *w == t) {
+                    watched.push((t, lp(t)));
+                }
+            }
+            crate::engine::events::RowScores { argmax: argmax as i64, watched }
+        })
+        .collect()
 }
 
 /// A recorded call's feeds and where each came from.
@@ -41,6 +100,7 @@ pub(crate) fn feeds(
     rng: &mut Rng,
     chain: &mut Chain,
 ) -> Vec<(Feed, FeedSource)> {
+    let first = chain.decoder_calls == 0;
     // The past length this call feeds: the first self past's length on the sequence axis.
     let past_len = plan
         .self_past
@@ -57,15 +117,27 @@ pub(crate) fn feeds(
             let elem = ElemType::from_name(&f.dtype).unwrap_or(ElemType::F32);
             let given = f.value.as_ref().filter(|v| v.len() == n);
             let digest = f.digest.as_ref();
-            let chained = digest.and_then(|d| chain.produced.get(d)).filter(|a| a.shape() == dims.as_slice());
+            let chained = digest
+                .and_then(|d| chain.produced.get(d))
+                .filter(|a| a.shape() == dims.as_slice())
+                .cloned()
+                .or_else(|| f.rows.as_ref().and_then(|r| chain.gathered(r, &dims)));
             let (values, source) = if f.zeros && elem.is_float() {
                 (feeds::Values::Float(ArrayD::zeros(IxDyn(&dims))), FeedSource::Recorded)
-            } else if let Some(a) = chained.filter(|_| given.is_none()) {
-                (feeds::Values::Float(a.clone()), FeedSource::Chained)
+            } else if let Some(a) = chained.filter(|_| given.is_none() && elem.is_float()) {
+                (feeds::Values::Float(a), FeedSource::Chained)
             } else if let Some(v) = digest.filter(|_| given.is_none()).and_then(|d| chain.seeded.get(d)) {
                 (v.clone(), FeedSource::Seeded)
             } else {
-                let (v, s) = build(plan, &f.name, elem, &dims, given, past_len, rng);
+                // A control-flow input is never seeded: a branch flag the trace holds no value
+                // of takes the branch the protocol does (cached after the first call).
+                let flag = given.is_none() && Some(f.name.as_str()) == plan.branch_flag.as_deref();
+                let (v, s) = if flag {
+                    let cached = !first && past_len > 0;
+                    (feeds::Values::Bool(ArrayD::from_elem(IxDyn(&dims), cached)), FeedSource::Protocol)
+                } else {
+                    build(plan, &f.name, elem, &dims, given, past_len, rng)
+                };
                 if let (Some(d), FeedSource::Seeded) = (digest, s) {
                     chain.seeded.insert(d.clone(), v.clone());
                 }

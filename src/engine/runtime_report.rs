@@ -104,6 +104,9 @@ pub struct RuntimeReport {
     /// Each re-run call's feeds and where their values came from (read by `replay`'s report).
     #[serde(skip)]
     pub replay_sources: Vec<(usize, Vec<(String, crate::engine::events::FeedSource)>)>,
+    /// Replay: each re-run call's per-row next-token scores (not serialized: the strategy reads them).
+    #[serde(skip)]
+    pub replay_scores: Vec<(usize, Vec<crate::engine::events::RowScores>)>,
     /// A reference generation's new ids and top-5 logits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated: Option<crate::engine::events::Generated>,
@@ -148,6 +151,7 @@ impl RuntimeReport {
             generated: None,
             replayed: Vec::new(),
             replay_sources: Vec::new(),
+            replay_scores: Vec::new(),
             repros: Vec::new(),
             findings: Vec::new(),
             done: false,
@@ -248,9 +252,12 @@ impl RuntimeReport {
                 self.findings.push(f);
             }
             Event::Generated { ids, top5 } => self.generated = Some((ids, top5)),
-            Event::Replayed { call, error, node, sources } => {
+            Event::Replayed { call, error, node, sources, scores } => {
                 self.replayed.push((call, error, node));
                 self.replay_sources.push((call, sources));
+                if !scores.is_empty() {
+                    self.replay_scores.push((call, scores));
+                }
             }
             Event::Variant { reference, positions, issues } => {
                 self.variant = Some((reference, positions));

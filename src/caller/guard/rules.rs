@@ -102,9 +102,11 @@ pub(super) fn judge(
 ) -> Judged {
     let mut out = Vec::new();
     let first = c.first || (g.calls == 0 && g.prev.is_none());
+    // A flag the trace holds no value of (a digest-only recorder) is read
+    // from the protocol: every call after the generation's first is cached.
     let cached = match c.flag {
         Some(f) => f != 0,
-        None => plan.branch_flag.is_none() && !first,
+        None => !first,
     };
     let flag_name = plan.branch_flag.as_deref().unwrap_or("");
     // The real length before this call: a growing past says it; a buffer
@@ -139,7 +141,15 @@ pub(super) fn judge(
         }
         out.extend(bound(g, c, real));
     }
-    out.extend(continuing(plan, c, feeds, real));
+    match uncropped(plan, g, c, feeds).filter(|_| cached) {
+        Some((kept, k)) => {
+            let (from, seq) = (g.prev.as_ref().map_or(0, |(i, _)| *i), plan.seq_axis);
+            out.push(Finding::error(Code::CallerCrop, format!(
+                "call {from} verified {k} tokens at once and this call's mask and positions continue from {kept} (the accepted ones), but the past fed is call {from}'s present of {real} as returned: the rejected drafts are still in the cache; crop every past to {kept} on axis {seq} before the next call"
+            )));
+        }
+        None => out.extend(continuing(plan, c, feeds, real)),
+    }
     out.extend(embeddings(plan, history, feeds, c.index));
     Judged { findings: out, no_cache_refeed: !cached && !first && refeed }
 }
@@ -162,6 +172,16 @@ fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, feeds: &Tensor
     for c in &plan.self_past {
         let (Some(fed), Some(present)) = (feeds.get(&c.past), prev.get(&c.present)) else { continue };
         let other_values = fed.digest.is_some() && present.digest.is_some() && fed.digest != present.digest;
+        // Rows of the present gathered (a beam search's reorder): the
+        // decoding strategy judges whether they are the rows the beams chose.
+        if fed.shape == present.shape && rows_of(fed, present).is_some() {
+            continue;
+        }
+        // Several tokens verified at once, the rejected ones cropped away
+        // (speculative decoding): the past is the present cut to the accepted length.
+        if cropped(plan, g, fed, present) {
+            continue;
+        }
         if fed.shape != present.shape || other_values {
             wrong.push(c.past.clone());
         } else {
@@ -200,6 +220,39 @@ fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, feeds: &Tensor
     })
 }
 
+/// `fed` is `present` cut on the sequence axis to a length between the
+/// previous call's past and its present, after a call of several tokens.
+fn cropped(plan: &Plan, g: &Generation, fed: &super::TensorMeta, present: &super::TensorMeta) -> bool {
+    let seq = plan.seq_axis;
+    let Some((k, _)) = g.prev_ids.as_ref().filter(|(k, _)| *k > 1) else { return false };
+    let (Some(&f), Some(&p)) = (fed.shape.get(seq), present.shape.get(seq)) else { return false };
+    let same_elsewhere = fed.shape.len() == present.shape.len()
+        && fed.shape.iter().zip(&present.shape).enumerate().all(|(i, (a, b))| i == seq || a == b);
+    // After a prompt (no past before it) nothing was verified: nothing to crop.
+    let before = p - *k as i64;
+    same_elsewhere && before > 0 && f < p && f >= before
+}
+
+/// After a call of several tokens, the whole present fed back while the
+/// caller's own mask (or positions) continue from fewer tokens: the drafts
+/// it rejected are still in the cache. The caller's length and the tokens verified.
+fn uncropped(plan: &Plan, g: &Generation, c: &Call, feeds: &Tensors) -> Option<(i64, i64)> {
+    let k = g.prev_ids.as_ref().map(|(k, _)| *k as i64).filter(|&k| k > 1)?;
+    let past = c.past_len.filter(|&p| p == g.tokens)?;
+    let by_mask =
+        plan.attention_mask.as_ref().and_then(|m| feeds.get(m)?.shape.get(1).copied()).map(|l| l - c.new_tokens);
+    let by_positions = || plan.position_ids.as_ref().and_then(|p| feeds.get(p)?.value.as_ref()?.first().copied());
+    let callers = by_mask.or_else(by_positions)?;
+    (past - k > 0 && callers < past && callers >= past - k).then_some((callers, k))
+}
+
+/// For each row of `fed`, the first row of `source` with its digest, when
+/// every row has one (format-2 traces): `fed` is a gather of `source`'s rows.
+pub(crate) fn rows_of(fed: &super::TensorMeta, source: &super::TensorMeta) -> Option<Vec<usize>> {
+    let (fed_rows, source_rows) = (fed.rows.as_ref()?, source.rows.as_ref()?);
+    fed_rows.iter().map(|r| source_rows.iter().position(|s| s == r)).collect()
+}
+
 /// Cross-attention pasts: step 0's presents, kept.
 fn cross_pasts(plan: &Plan, g: &Generation, history: &History, feeds: &Tensors) -> Option<Finding> {
     let mut dummy = Vec::new();
@@ -209,7 +262,8 @@ fn cross_pasts(plan: &Plan, g: &Generation, history: &History, feeds: &Tensors) 
         if fed.shape.first() == Some(&0) {
             dummy.push(c.past.clone());
         } else if let Some((_, kept)) = g.step0.as_ref().and_then(|(i, s)| Some((i, s.get(&c.present)?))) {
-            if fed.digest.is_some() && kept.digest.is_some() && fed.digest != kept.digest {
+            let gathered = fed.shape.get(1..) == kept.shape.get(1..) && rows_of(fed, kept).is_some();
+            if fed.digest.is_some() && kept.digest.is_some() && fed.digest != kept.digest && !gathered {
                 other.push(c.past.clone());
             }
         }
@@ -303,7 +357,9 @@ fn continuing(plan: &Plan, c: &Call, feeds: &Tensors, real: i64) -> Vec<Finding>
                 _ => {}
             }
         }
-        if let Some((p, r)) = plan.position_ids.as_ref().and_then(|p| feeds.get(p).map(|r| (p, r))) {
+        if let Some(f) = positions_from_mask(plan, feeds, n) {
+            out.push(f);
+        } else if let Some((p, r)) = plan.position_ids.as_ref().and_then(|p| feeds.get(p).map(|r| (p, r))) {
             if let Some(v) = r.value.as_ref().filter(|v| v.len() as i64 == n && **v != want) {
                 out.push(Finding::error(
                     Code::CallerPositions,
@@ -329,6 +385,44 @@ fn continuing(plan: &Plan, c: &Call, feeds: &Tensors, real: i64) -> Vec<Finding>
         )));
     }
     out
+}
+
+/// A padded batch (a mask with zeros): each row's positions are its own
+/// count of real tokens (`cumsum(mask) - 1`), checked where the mask is 1.
+fn positions_from_mask(plan: &Plan, feeds: &Tensors, n: i64) -> Option<Finding> {
+    let (p, pos) = plan.position_ids.as_ref().and_then(|p| Some((p, feeds.get(p)?)))?;
+    let mask = feeds.get(plan.attention_mask.as_ref()?)?;
+    let (m, v) = (mask.value.as_ref()?, pos.value.as_ref()?);
+    let rows = usize::try_from(*mask.shape.first()?).ok()?;
+    let (len, n) = (usize::try_from(*mask.shape.get(1)?).ok()?, usize::try_from(n).ok()?);
+    if !m.contains(&0) || rows == 0 || m.len() != rows * len || v.len() != rows * n || n > len {
+        return None;
+    }
+    for r in 0..rows {
+        let row = &m[r * len..(r + 1) * len];
+        let mut count = 0i64;
+        let want: Vec<Option<i64>> = row
+            .iter()
+            .map(|&x| {
+                count += i64::from(x != 0);
+                (x != 0).then_some(count - 1)
+            })
+            .skip(len - n)
+            .collect();
+        let got = &v[r * n..(r + 1) * n];
+        if want.iter().zip(got).any(|(w, g)| w.is_some_and(|w| w != *g)) {
+            let shown: Vec<String> = want.iter().map(|w| w.map_or("_".into(), |w| w.to_string())).collect();
+            return Some(Finding::error(
+                Code::CallerPositions,
+                format!(
+                    "`{p}` row {r} is {got:?} where its mask {:?} places its tokens at [{}]: in a padded batch each row's positions come from its own mask (cumsum(mask) - 1), not from the column",
+                    &row[len - n..],
+                    shown.join(", ")
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// Embeddings: the output of the embedding call made for this call's tokens.

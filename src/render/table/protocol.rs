@@ -132,6 +132,9 @@ fn form_label(f: CacheForm) -> String {
 /// check with the correct protocol, and who is at fault.
 pub fn replay(r: &crate::caller::replay::ReplayReport) -> String {
     let mut out = format!("{} against {} ({} calls)\n", r.trace, r.model, r.calls);
+    if let Some(d) = &r.decoding {
+        let _ = writeln!(out, "decoding: {d}");
+    }
     if r.findings.is_empty() {
         out.push_str("every call follows the protocol\n");
     } else {
