@@ -199,11 +199,17 @@ fn each_fed_past_is_traced_to_the_output_it_came_from() {
 /// found in every repetition and said once, with the first calls it recurs at.
 #[test]
 fn ten_thousand_calls_replay_without_re_running_in_under_two_seconds() {
-    for (source, expect) in [("gpt2-correct", None), ("gpt2-stale-past", Some("caller-past"))] {
+    // A format-2 beam trace too: every past a gather of the previous present's rows.
+    for (source, model, expect) in [
+        ("gpt2-correct", "models/gpt2-tiny", None),
+        ("gpt2-stale-past", "models/gpt2-tiny", Some("caller-past")),
+        ("optimum-beam3", "models/llama-tiny", None),
+    ] {
         let lines: Vec<Value> = std::fs::read_to_string(root().join(format!("tests/traces/{source}.jsonl")))
             .unwrap()
             .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|l| l.get("call").is_some())
             .collect();
         let path = std::env::temp_dir().join(format!("onnx-contract-10k-{source}-{}.jsonl", std::process::id()));
         let mut text = String::new();
@@ -216,7 +222,7 @@ fn ten_thousand_calls_replay_without_re_running_in_under_two_seconds() {
         std::fs::write(&path, text).unwrap();
         let t = std::time::Instant::now();
         let (code, r) =
-            json(&["replay", "--format", "json", "--static-only", path_str(&path), "--model", "models/gpt2-tiny"]);
+            json(&["replay", "--format", "json", "--static-only", path_str(&path), "--model", model]);
         let took = t.elapsed();
         let _ = std::fs::remove_file(&path);
         assert!(took < std::time::Duration::from_secs(2), "{source}: 10,000 calls took {took:?}");

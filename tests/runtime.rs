@@ -228,6 +228,7 @@ fn no_runtime_anywhere_says_what_to_install() {
         .args(["check", path_str(&m), "--contract", "specs/gpt2-decoder.yaml", "--no-fetch"])
         .args(TINY_GPT2)
         .env("PATH", &empty) // no python3: no onnxruntime package to find
+        .env("COLUMNS", "400") // the phrases below, unwrapped
         .env("ONNX_CONTRACT_CACHE", &empty)
         .env_remove("ORT_DYLIB_PATH")
         .env_remove("LD_LIBRARY_PATH")
