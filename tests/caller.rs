@@ -221,8 +221,7 @@ fn ten_thousand_calls_replay_without_re_running_in_under_two_seconds() {
         }
         std::fs::write(&path, text).unwrap();
         let t = std::time::Instant::now();
-        let (code, r) =
-            json(&["replay", "--format", "json", "--static-only", path_str(&path), "--model", model]);
+        let (code, r) = json(&["replay", "--format", "json", "--static-only", path_str(&path), "--model", model]);
         let took = t.elapsed();
         let _ = std::fs::remove_file(&path);
         assert!(took < std::time::Duration::from_secs(2), "{source}: 10,000 calls took {took:?}");
