@@ -353,6 +353,22 @@ fn real_clients_replay_with_their_strategy_and_their_broken_twins_are_named() {
             "beam search, 3 beams; the cache NOT reordered",
             Some(("caller-beams", 2, "came from rows [0, 0, 0] of call 1")),
         ),
+        // The same beam client as a format-1 recorder writes it (no rows: tests/callers/to_v1.py):
+        // the rows come from the re-run, bit-exact with the caller's run.
+        (
+            "optimum-beam3-v1",
+            "models/llama-tiny",
+            "both fine",
+            "beam search, 3 beams; cache reordered at calls 2, 3, 4, 5",
+            None,
+        ),
+        (
+            "optimum-beam3-no-reorder-v1",
+            "models/llama-tiny",
+            "caller",
+            "beam search, 3 beams; the cache NOT reordered",
+            Some(("caller-beams", 2, "is rows [0, 1, 2] (the present as returned, not reordered)")),
+        ),
         (
             "optimum-seq2seq-beam2",
             "models/marian-tiny",
@@ -424,6 +440,12 @@ fn real_clients_replay_with_their_strategy_and_their_broken_twins_are_named() {
         assert_eq!(code, if *fault == "both fine" { 0 } else { 2 }, "{trace}");
         let line = r["decoding"].as_str().unwrap_or_default();
         assert!(line.contains(decoding), "{trace}: decoding {line:?}");
+        let fed = r["reproduction"]["fed"].to_string();
+        assert_eq!(
+            trace.ends_with("-v1"),
+            fed.contains("row digests the trace lacks: computed from the re-run"),
+            "{trace}: {fed}"
+        );
         let errors: Vec<&Value> =
             r["findings"].as_array().unwrap().iter().filter(|f| f["severity"] == "error").collect();
         match first {

@@ -7,6 +7,8 @@
 pub mod fix;
 pub mod guard;
 #[cfg(feature = "runtime")]
+mod judge;
+#[cfg(feature = "runtime")]
 pub mod replay;
 #[cfg(feature = "runtime")]
 pub mod strategy;

@@ -4,7 +4,6 @@
 //! and flags to show its error happen, the model is checked with the correct
 //! protocol to show it does not, and one line says who is at fault.
 
-use super::guard::FeedGuard;
 use super::trace::{self, Call};
 use crate::checker::report::{Report, Verdict};
 use crate::checker::Checker;
@@ -112,37 +111,6 @@ fn entry_for<'a>(layout: &'a Layout, path: &Path, call: &Call) -> Option<&'a Ent
     layout.entries.iter().find(|e| basename(&e.file.rel) == name)
 }
 
-/// Keeps the first finding of each code and message shape; later ones become "also at calls …".
-fn first_departures(findings: Vec<Finding>) -> Vec<Finding> {
-    let mut out: Vec<Finding> = Vec::new();
-    let mut also: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for f in findings {
-        let same = |g: &Finding| g.code == f.code && g.names == f.names && g.tensor == f.tensor;
-        match out.iter().position(|g| same(g) && g.code != Code::CallerError) {
-            Some(i) => also.entry(i).or_default().extend(f.call),
-            None => out.push(f),
-        }
-    }
-    for (i, mut calls) in also {
-        calls.dedup();
-        calls.retain(|c| Some(*c) != out[i].call);
-        if calls.is_empty() {
-            continue;
-        }
-        // A long trace repeats its mistake thousands of times: the first few say where.
-        const SHOWN: usize = 8;
-        let list: Vec<String> = calls.iter().take(SHOWN).map(|c| c.to_string()).collect();
-        let more = calls.len().saturating_sub(SHOWN);
-        out[i].message.push_str(&format!(
-            " (again at call{} {}{})",
-            if calls.len() == 1 { "" } else { "s" },
-            list.join(", "),
-            if more > 0 { format!(" and {more} more") } else { String::new() }
-        ));
-    }
-    out
-}
-
 /// Replays `trace` against the model at `path` (a file or an export folder).
 pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<ReplayReport, crate::error::Error> {
     let calls = trace::read(trace_path)?;
@@ -192,29 +160,10 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
         }
         .into());
     }
-    let mut guard = FeedGuard::for_models(models);
-    for c in &calls {
-        let name = basename(&c.model);
-        if !known.iter().any(|k| k == name) {
-            guard.observe(c.call, name, &c.feeds, c.outputs.as_ref());
-            continue;
-        }
-        findings.extend(guard.check(c.call, name, &c.feeds));
-        // A call the caller's runtime refused is never "both fine": an error,
-        // whose fault the re-run of the correct protocol decides.
-        if let Some(err) = &c.error {
-            let mut f = Finding::new(
-                Code::CallerError,
-                Severity::Error,
-                format!("call {} failed in ONNX Runtime: {}", c.call, err.lines().next().unwrap_or(err)),
-            );
-            f.call = Some(c.call);
-            findings.push(f);
-        }
-        guard.observe(c.call, name, &c.feeds, c.outputs.as_ref());
-    }
-    findings.extend(guard.summary());
-    let mut findings = first_departures(findings);
+    let unchecked = findings;
+    let mut findings = unchecked.clone();
+    findings.extend(super::judge::judge_calls(&models, &known, &calls));
+    let mut findings = super::judge::first_departures(findings);
 
     // The decoder the trace drives, and its correct protocol.
     let decoder = calls
@@ -229,10 +178,22 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
         let report = checker.clone().run(&d.file.path)?;
         // Re-run every time: the strategy is judged on the re-run's scores.
         reproduction = match reproduce(&layout, d, &calls, checker.repro_to()) {
-            Ok((r, scores)) => {
+            Ok((mut r, scores, computed)) => {
+                // A format-1 trace: the rows a bit-exact re-run gives are the caller's
+                // rows; the calls are judged again with them (a beam's gathered past).
+                let mut filled = calls.clone();
+                let n = super::judge::fill_rows(&mut filled, &computed);
+                if n > 0 {
+                    let mut again = unchecked.clone();
+                    again.extend(super::judge::judge_calls(&models, &known, &filled));
+                    findings = super::judge::first_departures(again);
+                    r.fed.push(format!(
+                        "row digests the trace lacks: computed from the re-run where it is bit-exact with the caller's run ({n} tensors)"
+                    ));
+                }
                 if let Some(Ok(plan)) = layout.plan_for(d, 1) {
                     let name = basename(&d.file.rel);
-                    let mine: Vec<&Call> = calls.iter().filter(|c| basename(&c.model) == name).collect();
+                    let mine: Vec<&Call> = filled.iter().filter(|c| basename(&c.model) == name).collect();
                     if let Some(dec) = super::strategy::infer(&plan, &mine, &scores) {
                         findings.extend(dec.findings);
                         decoding = Some(dec.line);
@@ -333,6 +294,9 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
 /// The re-run's per-row next-token scores, by call.
 type Scores = BTreeMap<usize, Vec<crate::engine::events::RowScores>>;
 
+/// Row digests a bit-exact re-run computed, by call (`feed:NAME` / `output:NAME`).
+type Rows = Vec<(usize, crate::engine::events::ComputedRows)>;
+
 /// Re-runs the caller's calls to `d` in a child process until one fails,
 /// with the calls to the folder's other files it was fed from (an encoder,
 /// an embedding model) re-run on their own sessions.
@@ -341,7 +305,7 @@ fn reproduce(
     d: &Entry,
     calls: &[Call],
     repro: Option<crate::engine::options::ReproTo>,
-) -> Result<(Reproduction, Scores), String> {
+) -> Result<(Reproduction, Scores, Rows), String> {
     // The family's plan; for an export that contract does not fit (incident 1's),
     // the plan of the model's own signature: re-running needs only its vocabulary.
     let own = || {
@@ -451,7 +415,9 @@ fn reproduce(
         .collect();
     let calls = r.replayed.iter().map(|(c, _, _)| *c).collect();
     let scores = r.replay_scores.into_iter().collect();
-    Ok((Reproduction { model: d.file.rel.clone(), calls, failed, fed, repro: r.repros.into_iter().next() }, scores))
+    let reproduction =
+        Reproduction { model: d.file.rel.clone(), calls, failed, fed, repro: r.repros.into_iter().next() };
+    Ok((reproduction, scores, r.replay_rows))
 }
 
 /// The most elements a re-created feed may have (a real past is far below it).

@@ -24,9 +24,6 @@ pub struct Decoding {
     pub findings: Vec<Finding>,
 }
 
-/// A score far below any real one: the beams that do not start a group.
-const START_OFF: f64 = -1e9;
-
 /// Infers the strategy of `calls` (the decoder's, in order) from the re-run's
 /// `scores` (per call index, per row) and judges the rows a beam caller feeds.
 pub fn infer(plan: &Plan, calls: &[&Call], scores: &BTreeMap<usize, Vec<RowScores>>) -> Option<Decoding> {
@@ -146,7 +143,7 @@ fn judge_generation(
     let Some(first) = calls.first() else { return String::new() };
     let rows = tokens(plan, first).map_or(0, |t| t.0);
     let mut beams = group_size(plan, first);
-    let mut running: Vec<f64> = (0..rows).map(|r| if beams > 1 && r % beams != 0 { START_OFF } else { 0.0 }).collect();
+    let mut running = crate::engine::rows::start_scores(rows, beams);
     let (mut greedy, mut sampled, mut chunks, mut judged) = (0usize, 0usize, 0usize, 0usize);
     let mut reordered: Vec<usize> = Vec::new();
     let mut faulted = false;
@@ -164,7 +161,6 @@ fn judge_generation(
             continue;
         }
         judged += 1;
-        let lp = |r: usize, t: i64| rs[r].watched.iter().find(|(w, _)| *w == t).map_or(-1e30, |(_, v)| *v);
         // Identical prompts decoded greedily stay identical: no beams after all.
         if beams > 1 && judged == 1 && toks.chunks(beams).all(|g| g.iter().all(|t| *t == g[0])) {
             beams = 1;
@@ -182,22 +178,7 @@ fn judge_generation(
         }
         // Each new beam's origin: the row of its group whose running score
         // plus the token's log-probability is highest (a pair taken once).
-        let mut origin = vec![0usize; rows];
-        let mut next_scores = vec![0.0f64; rows];
-        for g in 0..rows / beams {
-            let mut taken: Vec<(usize, i64)> = Vec::new();
-            for j in g * beams..(g + 1) * beams {
-                let t = toks[j];
-                let best = (g * beams..(g + 1) * beams)
-                    .filter(|i| !taken.contains(&(*i, t)))
-                    .map(|i| (i, running[i] + lp(i, t)))
-                    .fold(None::<(usize, f64)>, |b, x| if b.is_none_or(|b| x.1 > b.1) { Some(x) } else { b });
-                let (i, s) = best.unwrap_or((j, running[j]));
-                taken.push((i, t));
-                origin[j] = i;
-                next_scores[j] = s;
-            }
-        }
+        let (origin, next_scores) = crate::engine::rows::assign(beams, &running, &toks, rs);
         running = next_scores;
         let identity: Vec<usize> = (0..rows).collect();
         let mut wrong = None;

@@ -128,7 +128,11 @@ fn replay(ctx: &mut Ctx<'_>, calls: &[crate::engine::options::ReplayCall], emit:
                     Some(logits) => crate::engine::replay::row_scores(logits, &c.watch),
                     None => Vec::new(),
                 };
-                emit(Event::Replayed { call: c.call, error: None, node: None, sources, scores })
+                let rows = crate::engine::replay::computed_rows(c, &feeds, &out);
+                if own && c.output_rows.is_empty() {
+                    chain.keep_last(&out, &scores);
+                }
+                emit(Event::Replayed { call: c.call, error: None, node: None, sources, scores, rows })
             }
             Err(message) => {
                 let (model, opts) = (&ctx.job.model, &ctx.job.options);
@@ -137,7 +141,14 @@ fn replay(ctx: &mut Ctx<'_>, calls: &[crate::engine::options::ReplayCall], emit:
                     let problem = crate::repro::Problem::Fails { message: &message };
                     crate::repro::reproduce(ctx.env, model, &feeds, &n.name, Code::RunFailed, problem, opts)
                 });
-                emit(Event::Replayed { call: c.call, error: Some(message), node, sources, scores: Vec::new() });
+                emit(Event::Replayed {
+                    call: c.call,
+                    error: Some(message),
+                    node,
+                    sources,
+                    scores: Vec::new(),
+                    rows: Vec::new(),
+                });
                 repro.into_iter().for_each(|r| emit(Event::Repro(r)));
                 break;
             }

@@ -288,12 +288,20 @@ pub enum Event {
         /// is judged on (empty for a call with no logits, or a failed one).
         #[serde(default)]
         scores: Vec<RowScores>,
+        /// Row digests a format-1 trace lacks, from the re-run where it is
+        /// bit-exact: `feed:NAME` or `output:NAME`, and the rows' digests.
+        #[serde(default)]
+        rows: ComputedRows,
     },
     /// A minimal reproduction was written (or tried) for `--repro`.
     Repro(Repro),
     /// Every run finished.
     Done,
 }
+
+/// Row digests computed from a bit-exact re-run: `feed:NAME` or
+/// `output:NAME`, and each row's digest.
+pub type ComputedRows = Vec<(String, Vec<String>)>;
 
 /// One row's next-token log-probabilities at its last position, as the
 /// re-run computed them: the argmax, and the tokens asked for.

@@ -2,8 +2,9 @@
 //! (`compat`), sessions (`session`), the child process that isolates a crash
 //! (`child`) and the events it reports (`events`), the job it is given
 //! (`options`), feeds (`feeds`), the job's shared state (`context`), the
-//! step driver's pieces (`driver`), the encoder run (`encoder`), and the
-//! report a run's events become (`runtime_report`).
+//! step driver's pieces (`driver`), the encoder run (`encoder`), a replay's
+//! re-created feeds (`replay`) and rows (`rows`), and the report a run's
+//! events become (`runtime_report`).
 //!
 //! Without the `runtime` feature only the pure parts are built: the locator,
 //! the IR/opset table, the events and the report types; nothing links ONNX
@@ -33,6 +34,9 @@ pub(crate) mod options;
 /// A recorded call's feeds re-created for `replay`, each with where its values came from.
 #[cfg(feature = "runtime")]
 pub mod replay;
+/// Rows of a replay's tensors: recorders' digests, a beam search's origins.
+#[cfg(feature = "runtime")]
+pub mod rows;
 #[cfg(feature = "runtime")]
 pub(crate) mod session;
 #[cfg(feature = "runtime")]

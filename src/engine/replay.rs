@@ -16,6 +16,9 @@ use std::collections::HashMap;
 
 pub use crate::engine::events::FeedSource;
 
+/// A re-run call's float outputs by name, and its rows' scores.
+type LastCall = (HashMap<String, ArrayD<f32>>, Vec<crate::engine::events::RowScores>);
+
 /// What the re-run produced, by the digest the trace recorded for it (and
 /// row by row, by the rows' digests of a format-2 trace).
 #[derive(Default)]
@@ -25,6 +28,12 @@ pub(crate) struct Chain {
     seeded: HashMap<String, feeds::Values>,
     /// Calls of the job's model re-run so far (the first has no cache).
     pub(crate) decoder_calls: usize,
+    /// A format-1 trace (no row digests): the last own call's outputs and
+    /// scores, and the beams' running scores, to find a past the caller
+    /// reordered by gathering the rows the beams chose.
+    last: Option<LastCall>,
+    beams: usize,
+    running: Vec<f64>,
 }
 
 impl Chain {
@@ -45,6 +54,11 @@ impl Chain {
         }
     }
 
+    /// After an own call of a format-1 trace: its outputs and scores, for the next call's gathers.
+    pub(crate) fn keep_last(&mut self, out: &Outputs, scores: &[crate::engine::events::RowScores]) {
+        self.last = Some((out.floats.clone(), scores.to_vec()));
+    }
+
     /// A fed tensor whose every row is a row the re-run produced (a beam
     /// reorder, an expansion per beam): those rows, stacked.
     fn gathered(&self, rows: &[String], dims: &[usize]) -> Option<ArrayD<f32>> {
@@ -58,6 +72,81 @@ impl Chain {
         let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
         ndarray::stack(ndarray::Axis(0), &views).ok()
     }
+}
+
+/// A format-1 trace's own call of a beam search: the origins the beams it
+/// feeds came from (from the previous call's scores and this call's tokens),
+/// with the running scores carried on; `None` when there is nothing to gather.
+fn beam_origins(plan: &Plan, c: &crate::engine::options::ReplayCall, chain: &mut Chain) -> Option<Vec<usize>> {
+    let own = c.model.is_none();
+    let v1 = c.feeds.iter().all(|f| f.rows.is_none());
+    let ids = c.feeds.iter().find(|f| f.name == plan.input_ids)?;
+    let (rows, per) = (usize::try_from(*ids.shape.first()?).ok()?, usize::try_from(*ids.shape.get(1)?).ok()?);
+    let toks = ids.value.as_ref().filter(|v| v.len() == rows * per)?;
+    if !own || !v1 {
+        return None;
+    }
+    let past = plan
+        .self_past
+        .iter()
+        .find_map(|p| c.feeds.iter().find(|f| f.name == p.past)?.shape.get(plan.seq_axis).copied());
+    if past.unwrap_or(0) == 0 {
+        chain.beams = crate::engine::rows::group_size(toks, per);
+        chain.running = crate::engine::rows::start_scores(rows, chain.beams);
+        return None;
+    }
+    let scores = &chain.last.as_ref()?.1;
+    if chain.beams < 2 || per != 1 || scores.len() != rows || chain.running.len() != rows {
+        return None;
+    }
+    let (origin, running) = crate::engine::rows::assign(chain.beams, &chain.running, toks, scores);
+    chain.running = running;
+    Some(origin)
+}
+
+/// A fed float tensor of a format-1 trace that is the previous call's output
+/// with its rows gathered to the beams' origins, checked by its digest.
+fn reordered(
+    chain: &Chain,
+    origin: Option<&[usize]>,
+    f: &crate::engine::options::ReplayFeed,
+    dims: &[usize],
+) -> Option<ArrayD<f32>> {
+    let (origin, digest) = (origin?, f.digest.as_ref()?);
+    let (outputs, _) = chain.last.as_ref()?;
+    outputs.values().filter(|a| a.shape() == dims).find_map(|a| {
+        let g = crate::engine::rows::gather(a, origin)?;
+        (crate::engine::rows::digest_of(&f.dtype, &g).as_ref() == Some(digest)).then_some(g)
+    })
+}
+
+/// Row digests the trace lacks, computed from the re-run where it is
+/// bit-exact with the caller's run (the whole tensor's digest is the one the
+/// trace recorded): the call's chained feeds and its outputs.
+pub(crate) fn computed_rows(
+    c: &crate::engine::options::ReplayCall,
+    fed: &[Feed],
+    out: &Outputs,
+) -> Vec<(String, Vec<String>)> {
+    use crate::engine::rows::{digest_of, row_digests};
+    if c.feeds.iter().any(|f| f.rows.is_some()) || !c.output_rows.is_empty() {
+        return Vec::new();
+    }
+    let mut rows = Vec::new();
+    for f in &c.feeds {
+        let Some(feeds::Values::Float(a)) = fed.iter().find(|x| x.name == f.name).map(|x| &x.values) else { continue };
+        if a.ndim() >= 2 && f.digest.is_some() && digest_of(&f.dtype, a) == f.digest {
+            rows.extend(row_digests(&f.dtype, a).map(|r| (format!("feed:{}", f.name), r)));
+        }
+    }
+    for (name, digest) in &c.outputs {
+        let Some(a) = out.floats.get(name).filter(|a| a.ndim() >= 2) else { continue };
+        let dtype = ["float32", "float16"].into_iter().find(|d| digest_of(d, a).as_ref() == Some(digest));
+        if let Some(d) = dtype {
+            rows.extend(row_digests(d, a).map(|r| (format!("output:{name}"), r)));
+        }
+    }
+    rows
 }
 
 /// Each row's log-probabilities at its last position: the argmax and the
@@ -101,6 +190,7 @@ pub(crate) fn feeds(
     chain: &mut Chain,
 ) -> Vec<(Feed, FeedSource)> {
     let first = chain.decoder_calls == 0;
+    let reorder = beam_origins(plan, c, chain);
     // The past length this call feeds: the first self past's length on the sequence axis.
     let past_len = plan
         .self_past
@@ -121,7 +211,8 @@ pub(crate) fn feeds(
                 .and_then(|d| chain.produced.get(d))
                 .filter(|a| a.shape() == dims.as_slice())
                 .cloned()
-                .or_else(|| f.rows.as_ref().and_then(|r| chain.gathered(r, &dims)));
+                .or_else(|| f.rows.as_ref().and_then(|r| chain.gathered(r, &dims)))
+                .or_else(|| reordered(chain, reorder.as_deref(), f, &dims));
             let (values, source) = if f.zeros && elem.is_float() {
                 (feeds::Values::Float(ArrayD::zeros(IxDyn(&dims))), FeedSource::Recorded)
             } else if let Some(a) = chained.filter(|_| given.is_none() && elem.is_float()) {

@@ -107,6 +107,9 @@ pub struct RuntimeReport {
     /// Replay: each re-run call's per-row next-token scores (not serialized: the strategy reads them).
     #[serde(skip)]
     pub replay_scores: Vec<(usize, Vec<crate::engine::events::RowScores>)>,
+    /// Replay: row digests computed from a bit-exact re-run (`feed:NAME`, `output:NAME`), by call.
+    #[serde(skip)]
+    pub replay_rows: Vec<(usize, crate::engine::events::ComputedRows)>,
     /// A reference generation's new ids and top-5 logits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated: Option<crate::engine::events::Generated>,
@@ -152,6 +155,7 @@ impl RuntimeReport {
             replayed: Vec::new(),
             replay_sources: Vec::new(),
             replay_scores: Vec::new(),
+            replay_rows: Vec::new(),
             repros: Vec::new(),
             findings: Vec::new(),
             done: false,
@@ -252,7 +256,10 @@ impl RuntimeReport {
                 self.findings.push(f);
             }
             Event::Generated { ids, top5 } => self.generated = Some((ids, top5)),
-            Event::Replayed { call, error, node, sources, scores } => {
+            Event::Replayed { call, error, node, sources, scores, rows } => {
+                if !rows.is_empty() {
+                    self.replay_rows.push((call, rows));
+                }
                 self.replayed.push((call, error, node));
                 self.replay_sources.push((call, sources));
                 if !scores.is_empty() {

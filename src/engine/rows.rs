@@ -1,0 +1,134 @@
+//! Rows of a replay's tensors: their digests as the recorders compute them
+//! (so a re-run that is bit-exact with the caller's run can supply the row
+//! digests a format-1 trace lacks), and a beam search's choice of each new
+//! beam's origin from cumulative log-probabilities (what the re-run gathers a
+//! reordered past by, and what the caller's strategy is judged on).
+
+use crate::engine::events::RowScores;
+use ndarray::{ArrayD, Axis};
+
+/// The recorders' digest of a tensor held as float32 whose recorded dtype is
+/// `dtype` (float16 values are exact in float32, so their bytes come back):
+/// SHA-1 of the dtype name, the shape as Python prints a list and a newline,
+/// then the little-endian bytes. `None` for a dtype not held as floats.
+pub fn digest_of(dtype: &str, a: &ArrayD<f32>) -> Option<String> {
+    let mut h = sha1_smol::Sha1::new();
+    let shape: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
+    h.update(format!("{dtype}{shape:?}\n").as_bytes());
+    match dtype {
+        "float32" => a.iter().for_each(|x| h.update(&x.to_le_bytes())),
+        "float16" => a.iter().for_each(|x| h.update(&half::f16::from_f32(*x).to_le_bytes())),
+        _ => return None,
+    }
+    Some(format!("sha1:{}", h.digest()))
+}
+
+/// The digest of each row along axis 0 (rank 2 and more).
+pub fn row_digests(dtype: &str, a: &ArrayD<f32>) -> Option<Vec<String>> {
+    if a.ndim() < 2 {
+        return None;
+    }
+    a.axis_iter(Axis(0)).map(|r| digest_of(dtype, &r.to_owned())).collect()
+}
+
+/// The rows of `a` at `origin`, stacked.
+pub fn gather(a: &ArrayD<f32>, origin: &[usize]) -> Option<ArrayD<f32>> {
+    if origin.iter().any(|&o| o >= a.shape().first().copied().unwrap_or(0)) {
+        return None;
+    }
+    Some(a.select(Axis(0), origin))
+}
+
+/// The length of the runs of equal consecutive rows of `ids` (`per` ids a
+/// row) when every run is as long and longer than one: the beams a prompt
+/// was expanded to (`repeat_interleave`); else 1.
+pub fn group_size(ids: &[i64], per: usize) -> usize {
+    if per == 0 || ids.is_empty() || !ids.len().is_multiple_of(per) {
+        return 1;
+    }
+    let rows: Vec<&[i64]> = ids.chunks(per).collect();
+    let mut runs = Vec::new();
+    let mut i = 0;
+    while i < rows.len() {
+        let j = (i..rows.len()).find(|&j| rows[j] != rows[i]).unwrap_or(rows.len());
+        runs.push(j - i);
+        i = j;
+    }
+    match runs.first() {
+        Some(&n) if n > 1 && runs.iter().all(|&r| r == n) => n,
+        _ => 1,
+    }
+}
+
+/// A score far below any real one: the beams that do not start a group.
+pub const START_OFF: f64 = -1e9;
+
+/// The running scores a generation starts with: the first beam of each group 0.
+pub fn start_scores(rows: usize, beams: usize) -> Vec<f64> {
+    (0..rows).map(|r| if beams > 1 && r % beams != 0 { START_OFF } else { 0.0 }).collect()
+}
+
+/// Each new beam's origin and running score: within its group, the row whose
+/// running score plus the log-probability of the token the beam carries
+/// (`tokens[j]`) is highest, a (row, token) pair taken once, as transformers'
+/// beam search keeps the best candidates in order.
+pub fn assign(beams: usize, running: &[f64], tokens: &[i64], scores: &[RowScores]) -> (Vec<usize>, Vec<f64>) {
+    let rows = tokens.len().min(running.len()).min(scores.len());
+    let lp = |r: usize, t: i64| scores[r].watched.iter().find(|(w, _)| *w == t).map_or(-1e30, |(_, v)| *v);
+    let mut origin: Vec<usize> = (0..rows).collect();
+    let mut next: Vec<f64> = running[..rows].to_vec();
+    if beams < 2 {
+        return (origin, next);
+    }
+    for g in 0..rows / beams {
+        let group = g * beams..(g + 1) * beams;
+        let mut taken: Vec<(usize, i64)> = Vec::new();
+        for j in group.clone() {
+            let t = tokens[j];
+            let best = group
+                .clone()
+                .filter(|i| !taken.contains(&(*i, t)))
+                .map(|i| (i, running[i] + lp(i, t)))
+                .fold(None::<(usize, f64)>, |b, x| if b.is_none_or(|b| x.1 > b.1) { Some(x) } else { b });
+            let (i, s) = best.unwrap_or((j, running[j]));
+            taken.push((i, t));
+            origin[j] = i;
+            next[j] = s;
+        }
+    }
+    (origin, next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn beams_come_from_the_best_cumulative_scores() {
+        assert_eq!(group_size(&[3, 14, 3, 14, 3, 14], 2), 3);
+        assert_eq!(group_size(&[3, 14, 3, 15], 2), 1);
+        assert_eq!(group_size(&[1, 1, 2, 2, 2], 1), 1);
+        let s = |pairs: &[(i64, f64)]| RowScores { argmax: pairs[0].0, watched: pairs.to_vec() };
+        // Step one of a group of 2: every beam comes from row 0 (row 1 starts far below).
+        let scores = vec![s(&[(7, -0.1), (9, -0.5)]), s(&[(7, -0.1), (9, -0.5)])];
+        let (o, run) = assign(2, &start_scores(2, 2), &[7, 9], &scores);
+        assert_eq!(o, vec![0, 0]);
+        assert!((run[0] + 0.1).abs() < 1e-12 && (run[1] + 0.5).abs() < 1e-12);
+        // Then row 1's continuation beats row 0's for token 4.
+        let scores = vec![s(&[(4, -3.0), (5, -0.2)]), s(&[(4, -0.1), (5, -2.0)])];
+        let (o, _) = assign(2, &run, &[5, 4], &scores);
+        assert_eq!(o, vec![0, 1]);
+        let (o, _) = assign(2, &run, &[4, 5], &scores);
+        assert_eq!(o, vec![1, 0]);
+    }
+
+    #[test]
+    fn digests_are_the_python_recorders() {
+        // python3 -c "import numpy as np, sys; sys.path.insert(0, 'python'); import onnx_contract_trace as t;
+        //   print(t.digest(np.zeros((1, 8, 0, 4), np.float32)))"
+        let z = ArrayD::<f32>::zeros(ndarray::IxDyn(&[1, 8, 0, 4]));
+        assert_eq!(digest_of("float32", &z).unwrap(), "sha1:cbd072ae0fb3b2e14522eb7106cc4018de6298ef");
+        assert_eq!(row_digests("float32", &z).unwrap().len(), 1);
+        assert_eq!(digest_of("int64", &z), None);
+    }
+}

@@ -1,0 +1,29 @@
+"""A format-2 trace as the format-1 recorder would have written it: no header
+line, no per-row digests, integer values kept only up to 16 elements. Digests
+are unchanged (the same scheme in both formats), so the result is exactly what
+python/onnx_contract_trace.py with version=1 records for the same run.
+
+    python3 tests/callers/to_v1.py tests/traces/optimum-beam3.jsonl tests/traces/optimum-beam3-v1.jsonl
+"""
+import json
+import sys
+
+SMALL_V1 = 16
+
+
+def convert(src, dst):
+    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
+        for line in f:
+            entry = json.loads(line)
+            if "onnx_contract_trace" in entry:
+                continue
+            for part in ("feeds", "outputs"):
+                for t in (entry.get(part) or {}).values():
+                    t.pop("rows", None)
+                    if "value" in t and len(t["value"]) > SMALL_V1:
+                        del t["value"]
+            out.write(json.dumps(entry, separators=(", ", ": ")) + "\n")
+
+
+if __name__ == "__main__":
+    convert(sys.argv[1], sys.argv[2])
