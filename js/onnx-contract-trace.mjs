@@ -9,10 +9,12 @@
 // or empty file) starts with the header line {"onnx_contract_trace": 2}; every
 // tensor of rank >= 2 also has "rows", the digest of each index along axis 0
 // (a beam's row keeps its digest when the caller reorders the batch; [] when
-// axis 0 is empty). The lines are byte for byte those python/onnx_contract_trace.py
-// writes for the same calls (Python's json.dumps spacing and \u escapes).
-// Version 1 (`{ version: 1 }`: no header, no rows, compact JSON.stringify lines,
-// as the committed js-*.jsonl traces) is still a valid trace.
+// axis 0 is empty); integer and bool tensors of at most SMALL_V2 = 4096 elements
+// keep their flat "value" (a real prompt's ids, mask and positions). The lines are
+// byte for byte those python/onnx_contract_trace.py writes for the same calls
+// (Python's json.dumps spacing and \u escapes, int64 values beyond 2^53 exact).
+// Version 1 (`{ version: 1 }`: no header, no rows, values up to SMALL = 16 elements,
+// compact JSON.stringify lines, as the committed js-*.jsonl traces) is still a valid trace.
 //
 //   import * as ort from 'onnxruntime-node';
 //   import { TraceRecorder } from './onnx-contract-trace.mjs';
@@ -26,8 +28,10 @@ import { createHash } from 'node:crypto';
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
 
-/** Integer and bool tensors up to this many elements also keep their values. */
+/** Version 1: integer and bool tensors up to this many elements also keep their values. */
 export const SMALL = 16;
+/** Version 2: the same, up to this many elements (a real prompt's ids, masks and positions). */
+export const SMALL_V2 = 4096;
 /** The trace format this recorder writes by default, and its header line's key. */
 export const VERSION = 2;
 export const HEADER = 'onnx_contract_trace';
@@ -61,12 +65,18 @@ export function rowDigests(tensor) {
   return Array.from({ length: dims[0] }, (_, i) => digest({ type: tensor.type, dims: rowDims, data: cut(i * size, (i + 1) * size) }));
 }
 
-/** {dtype, shape, digest, rows?, value?} of one tensor (`rows`: rank >= 2, unless `{ rows: false }`). */
+/**
+ * {dtype, shape, digest, rows?, value?} of one tensor. `{ rows: true }` (default) is format version 2:
+ * `rows` for rank >= 2 and `value` for integer/bool tensors of at most SMALL_V2 elements (an int64
+ * beyond 2^53 stays a BigInt, written exactly as Python writes it); `{ rows: false }` is version 1:
+ * no rows, `value` up to SMALL elements, as Numbers.
+ */
 export function describe(tensor, { rows = true } = {}) {
   const out = { dtype: NUMPY[tensor.type] ?? tensor.type, shape: Array.from(tensor.dims, Number), digest: digest(tensor) };
   if (rows && out.shape.length >= 2) out.rows = rowDigests(tensor);
-  if (INTEGER.has(tensor.type) && tensor.data.length <= SMALL) {
-    out.value = Array.from(tensor.data, (v) => Number(v));
+  if (INTEGER.has(tensor.type) && tensor.data.length <= (rows ? SMALL_V2 : SMALL)) {
+    const exact = (v) => (typeof v === 'bigint' && !Number.isSafeInteger(Number(v)) ? v : Number(v));
+    out.value = Array.from(tensor.data, rows ? exact : (v) => Number(v));
   }
   return out;
 }
@@ -110,7 +120,7 @@ function isHeader(line) {
  * One JSON line per call, written whole per call (a crash leaves whole lines).
  * `append: true` keeps the file's lines and numbers calls after them; `timing: false`
  * leaves out time_ms (byte-reproducible traces); `version: 1` writes the format before the
- * header (no header, no rows, JSON.stringify's compact lines).
+ * header (no header, no rows, values up to 16 elements, JSON.stringify's compact lines).
  */
 export class TraceRecorder {
   constructor(path, { timing = true, append = false, version = VERSION } = {}) {

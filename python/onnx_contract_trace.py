@@ -15,7 +15,8 @@ from a shell: `python3 onnx_contract_trace.py trace.jsonl app.py [ARGS...]`.
 Trace format version 2 (this recorder's default). A new trace (or an append to
 a missing or empty file) starts with the header line
   {"onnx_contract_trace": 2}
-then one JSON line per call, no tensor values (but those of small int/bool tensors):
+then one JSON line per call, no tensor values (but those of int/bool tensors of at
+most SMALL_V2 = 4096 elements in version 2, SMALL = 16 in version 1):
   {"call": 0, "model": "decoder_model_merged.onnx",
    "feeds": {"input_ids": {"dtype": "int64", "shape": [1, 1], "digest": "sha1:...", "value": [999]},
              "past_key_values.0.key": {"dtype": "float32", "shape": [2, 4, 3, 8], "digest": "sha1:...",
@@ -27,7 +28,10 @@ fed back as a past has the digest it had as an output. `rows` (tensors of rank
 >= 2 only; `[]` when axis 0 is empty) is `digest(a[i])` for each index i along
 axis 0, in order: a batch row (a beam) gathered, reordered or dropped by the
 caller keeps its digest, so a replay can tell which rows of a present a past
-was made of (beam search's reorder by beam_idx). Keys come in the order dtype,
+was made of (beam search's reorder by beam_idx). `value` (the flat values) is
+kept for integer and bool tensors of at most 4096 elements (SMALL_V2): a real
+prompt's ids, mask and positions (20 tokens x 4 beams = 80 ids) are in the
+trace, so a replay can feed the caller's own. Keys come in the order dtype,
 shape, digest, rows, value. Appending to a non-empty file writes no header and
 numbers the calls after the file's.
 
@@ -35,8 +39,9 @@ The header is the first line: an object with "onnx_contract_trace" (the
 version) and no "call". Version 1 traces (no header line, no `rows`) are still
 valid traces: a trace without a header is read as version 1, and a tensor
 without `rows` simply has no per-row digests. `TraceRecorder(path, version=1)`
-still writes them (tests/callers/caller.py and forms.py record their committed
-traces that way).
+still writes them, with the values of int/bool tensors of at most 16 elements
+only (tests/callers/caller.py and forms.py record their committed traces that
+way).
 
 Only `run` is recorded (not run_async, run_with_iobinding or
 run_with_ort_values). Needs only numpy and onnxruntime; thread-safe.
@@ -50,7 +55,8 @@ import time
 
 import numpy as np
 
-__all__ = ["TraceRecorder", "record", "record_sessions", "describe", "digest", "VERSION", "HEADER"]
+__all__ = ["TraceRecorder", "record", "record_sessions", "describe", "digest", "VERSION", "HEADER",
+           "SMALL", "SMALL_V2"]
 VERSION = 2  # the trace format this recorder writes by default
 HEADER = "onnx_contract_trace"  # the header line's key: {"onnx_contract_trace": 2}
 _local = threading.local()  # set while a call is being recorded: no double recording
@@ -74,21 +80,23 @@ def digest(value):
     return "sha1:" + h.hexdigest()
 
 
-SMALL = 16  # integer and bool tensors up to this many elements also keep their values
+SMALL = 16  # version 1: integer and bool tensors up to this many elements also keep their values
+SMALL_V2 = 4096  # version 2: the same, up to this many (a real prompt's ids, masks and positions)
 
 
 def describe(value, rows=True):
     """{"dtype", "shape", "digest"} of one tensor; dtype is numpy's name ("float32", "bool").
-    A tensor of rank >= 2 also carries "rows" (format version 2; `rows=False` leaves it out):
-    `digest(a[i])` for each index along axis 0. Small integer or bool tensors (a branch flag,
-    a token id) also carry "value" (flat list), so a replay can reproduce the call with the
-    caller's own flags and ids."""
+    `rows=True` is format version 2, `rows=False` version 1. A tensor of rank >= 2 also carries
+    "rows" in version 2: `digest(a[i])` for each index along axis 0. Integer or bool tensors
+    (a branch flag, token ids, a mask, positions) also carry "value" (flat list) up to
+    SMALL_V2 = 4096 elements in version 2 (SMALL = 16 in version 1), so a replay can reproduce
+    the call with the caller's own flags, ids, masks and positions."""
     a = _array(value)
     name = "str" if a.dtype.hasobject or a.dtype.kind == "U" else a.dtype.name
     out = {"dtype": name, "shape": [int(d) for d in a.shape], "digest": digest(a)}
     if rows and a.ndim >= 2:
         out["rows"] = [digest(row) for row in a]
-    if a.dtype.kind in "biu" and a.size <= SMALL:
+    if a.dtype.kind in "biu" and a.size <= (SMALL_V2 if rows else SMALL):
         out["value"] = [int(v) for v in a.reshape(-1)]
     return out
 
@@ -111,8 +119,9 @@ class TraceRecorder:
     `append=True` keeps the file's lines and numbers calls after them (default:
     a new trace). `timing=False` leaves out `time_ms` (byte-reproducible traces).
     `version=2` (default) starts a new or empty file with the header line
-    `{"onnx_contract_trace": 2}` and gives tensors of rank >= 2 their `rows`;
-    `version=1` writes neither (the format before the header).
+    `{"onnx_contract_trace": 2}`, gives tensors of rank >= 2 their `rows` and int/bool
+    tensors of up to 4096 elements their `value`; `version=1` writes neither header nor
+    rows and keeps values up to 16 elements (the format before the header).
     """
 
     def __init__(self, path, append=False, timing=True, version=VERSION):

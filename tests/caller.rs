@@ -353,6 +353,29 @@ fn real_clients_replay_with_their_strategy_and_their_broken_twins_are_named() {
             "beam search, 3 beams; the cache NOT reordered",
             Some(("caller-beams", 2, "came from rows [0, 0, 0] of call 1")),
         ),
+        // Two prompts of 20 and 23 tokens, left-padded, × 4 beams: rows = batch × beams.
+        (
+            "optimum-beam4-long",
+            "models/llama-tiny",
+            "both fine",
+            "beam search, 4 beams × batch 2; cache reordered at calls 2, 3, 4, 5, 6, 7",
+            None,
+        ),
+        (
+            "optimum-beam4-long-no-reorder",
+            "models/llama-tiny",
+            "caller",
+            "beam search, 4 beams × batch 2; the cache NOT reordered",
+            Some(("caller-beams", 2, "with beam_idx [0, 1, 0, 1, 7, 7, 4, 4]")),
+        ),
+        // A hand-written beam loop that forgot to expand the encoder states: ONNX Runtime fails.
+        (
+            "optimum-seq2seq-beam2-no-expand",
+            "models/marian-tiny",
+            "caller",
+            "",
+            Some(("caller-beams", 1, "are not expanded per beam; repeat each source's rows 2 times")),
+        ),
         // The same beam client as a format-1 recorder writes it (no rows: tests/callers/to_v1.py):
         // the rows come from the re-run, bit-exact with the caller's run.
         (

@@ -252,10 +252,11 @@ pub fn describe(v: &ort::value::DynValue) -> TensorRecord {
     TensorRecord { dtype, shape, digest: Some(digest), rows, value }
 }
 
-/// Integer and bool tensors up to this many elements keep their values (the
-/// Python recorder's rule): token ids, masks and positions of a prompt.
+/// Integer and bool tensors up to this many elements keep their values in
+/// format 2 (the Python and JavaScript recorders' rule): token ids, masks and
+/// positions of a prompt expanded per beam, for a re-run to reproduce.
 #[cfg(feature = "runtime")]
-const SMALL: usize = 16;
+const SMALL: usize = 4096;
 
 /// The recorders' digest: SHA-1 of the dtype name, the shape as Python prints
 /// a list and a newline, then the little-endian bytes.

@@ -3,7 +3,7 @@
 decoding, each correct and (but sampling) with a broken twin, recorded with the
 version-2 python/onnx_contract_trace.py into tests/traces/<name>.jsonl (the input
 of `onnx-contract replay`; tests/traces/README.md says what each shows and the
-verdict expected). The transformers.js clients are tests/callers/clients.mjs.
+verdict expected). The transformers.js clients are tests/callers/tjs/clients.mjs.
 
     python3 tests/callers/clients.py --all                # regenerate every trace
     python3 tests/callers/clients.py --trace optimum-beam3 --trace optimum-beam3-no-reorder
@@ -24,8 +24,17 @@ a broken twin is the same client with one of its own functions monkeypatched:
 - optimum-beam3 / -no-reorder: llama-tiny, num_beams=3; the twin's
   `_reorder_cache` (optimum's, called by transformers' beam search with beam_idx)
   returns the past unchanged.
+- optimum-beam4-long / -no-reorder: llama-tiny, num_beams=4, max_new_tokens=8 on a
+  LEFT-padded batch of two prompts of 20 and 23 tokens (batch 2 x 4 beams = 8 rows;
+  call 0 feeds 8 x 23 ids, mask and positions, which format 2 keeps as values); the
+  twin's `_reorder_cache` returns the past unchanged, as above.
 - optimum-seq2seq-beam2 / -no-reorder: marian-tiny (optimum 2.1 loads
   encoder_model.onnx + decoder_model_merged.onnx), num_beams=2, same patch.
+- optimum-seq2seq-beam2-no-expand: a hand-written onnxruntime beam search on
+  marian-tiny (2 beams; with the encoder states expanded it writes optimum's
+  generate(num_beams=2) trace line for line, which the script checks first) that
+  feeds encoder_hidden_states and encoder_attention_mask with batch 1 while
+  input_ids and the pasts have 2 rows. ORT fails at the first decoder call.
 - optimum-sample-topk: llama-tiny, do_sample=True, top_k=5, torch.manual_seed(SEED).
 - speculative-correct / -no-crop: optimum's assisted generation fails here
   (transformers 4.57 crops `outputs.past_key_values`, optimum returns a tuple:
@@ -74,6 +83,10 @@ PADDED = ([3, 14, 15, 92, 65], [7, 21, 5])  # two prompts, the second left-padde
 LLAMA_PAD = 2  # llama-tiny has no pad token: generate pads with eos (2), as it says it does
 GPT2_PAD = 0  # nor has gpt2-tiny (eos 0)
 MARIAN_SRC = [12, 400, 77, 0]  # beams reorder at two decoder calls with this source (not with caller.py's)
+LONG = ([303, 431, 364, 436, 742, 154, 739, 615, 386, 570, 603, 530, 683, 177, 927, 919, 995, 324, 734, 164],
+        [285, 140, 899, 295, 997, 717, 179, 634, 778, 845, 921, 743, 599, 470, 862, 482, 619, 149, 592, 958, 288,
+         898, 283])  # 20 and 23 tokens: batch 2 x 4 beams, the prompt's 8 x 23 ids far over v1's 16 values
+LONG_NEW = 8  # new tokens of the long beam search
 NEW = 6  # new tokens per generate
 SEED = 1234
 K = 3  # speculative drafts per call
@@ -154,7 +167,7 @@ def gather_check(path, beam_log, decoder, kinds=None):
     for d in range(1, len(calls)):
         prev, call = calls[d - 1], calls[d]
         idx = beam_log[d - 1]
-        ok, seen = True, None
+        ok, seen, moved = True, None, False
         for name, fed in call["feeds"].items():
             if not name.startswith("past_key_values.") or (kinds and not any(k in name for k in kinds)):
                 continue
@@ -163,10 +176,11 @@ def gather_check(path, beam_log, decoder, kinds=None):
                 continue
             want = [present["rows"][j] for j in idx]
             ok &= fed["rows"] == want
+            moved |= want != present["rows"]  # the gather changes the rows: a reorder the digests can see
             if seen is None:
                 seen = [present["rows"].index(r) if r in present["rows"] else "?" for r in fed["rows"]]
         report.append({"call": call["call"], "beam_idx": idx, "gathered": ok, "rows_from": seen,
-                       "identity": idx == list(range(len(idx))), "error": call.get("error")})
+                       "identity": idx == list(range(len(idx))), "visible": moved, "error": call.get("error")})
     return report
 
 
@@ -241,6 +255,37 @@ def beam3(path, reorder=True):
     return tokens, log, wrong
 
 
+def beam4_long(path, reorder=True):
+    """llama-tiny, num_beams=4 on a LEFT-padded batch of two prompts of 20 and 23 tokens (pad 2 = eos, mask
+    0, as a tokenizer with padding_side="left" gives them): 8 rows, and call 0's ids, mask and positions
+    are 8 x 23 values (format 2 keeps them: up to 4096)."""
+    model = causal(LLAMA)
+    log = []
+    track_reorder(model, log, disable=not reorder)
+    width = max(map(len, LONG))
+    rows = [[LLAMA_PAD] * (width - len(p)) + p for p in LONG]
+    mask = [[0] * (width - len(p)) + [1] * len(p) for p in LONG]
+    with recording(path):
+        out = model.generate(input_ids=ids(rows), attention_mask=ids(mask), max_new_tokens=LONG_NEW, num_beams=4,
+                             num_return_sequences=1, do_sample=False, pad_token_id=LLAMA_PAD)
+    tokens = out[:, width:].tolist()
+    calls = read(path)
+    first = calls[0]["feeds"]
+    expanded = [r for r in rows for _ in range(4)]  # generate repeats each row once per beam
+    kept = first["input_ids"].get("value") == [t for r in expanded for t in r]
+    print(f"    prompts of {[len(p) for p in LONG]} tokens, left-padded to {width}; call 0 input_ids "
+          f"{first['input_ids']['shape']}, {len(first['input_ids'].get('value', []))} values in the trace "
+          f"({'the expanded batch' if kept else 'NOT the expanded batch'}); position_ids row 0 and row 4: "
+          f"{first['position_ids']['value'][:width]}, {first['position_ids']['value'][4 * width:5 * width]}")
+    print(f"    tokens {tokens}; beam_idx after each call {log} (the last one feeds no call)")
+    report = gather_check(path, log, "model.onnx")
+    wrong = print_beams(report)
+    moved = [r["call"] for r in report if r["visible"]]
+    print(f"    calls whose correct past is a non-identity gather the row digests show: {moved}")
+    assert kept and len(calls) == LONG_NEW and all(c["feeds"]["input_ids"]["shape"][0] == 8 for c in calls)
+    return tokens, log, wrong, moved
+
+
 def sample_topk(path):
     import torch
 
@@ -276,6 +321,85 @@ def seq2seq_beam2(path, reorder=True):
     wrong = print_beams(report)
     print(f"    decoder calls fed through a non-identity beam_idx: {[r['call'] for r in report if not r['identity']]}")
     return tokens, log, wrong
+
+
+def hand_seq2seq_beams(path, expand=True, beams=2, steps=NEW):
+    """marian-tiny, a hand-written onnxruntime beam search (transformers 4.57's: 2 x beams candidates of the
+    accumulated log-probabilities, the best `beams` without eos run on, eos among the best `beams` finishes
+    a hypothesis scored by its length, eos forced at the last step as forced_eos_token_id does; the decoder
+    pasts gathered by beam_idx, the cross pasts of call 1 kept). expand=False: the broken client feeds
+    encoder_hidden_states and encoder_attention_mask as the encoder gave them (batch 1) while input_ids and
+    the pasts have `beams` rows. Stops at the first ORT error (recorded, the trace ends there)."""
+    import torch
+
+    eos, start, vocab = 0, 999, 1000
+    with oct.TraceRecorder(path, timing=False) as rec:
+        enc, dec = (rec.wrap(ort.InferenceSession(str(MARIAN / f), options(), providers=["CPUExecutionProvider"]))
+                    for f in ("encoder_model.onnx", "decoder_model_merged.onnx"))
+        names = [o.name for o in dec.get_outputs()]
+        pasts = [i.name for i in dec.get_inputs() if i.name.startswith("past_key_values.")]
+        src = np.array([MARIAN_SRC], np.int64)
+        mask = np.ones_like(src)
+        hidden = enc.run(["last_hidden_state"], {"input_ids": src, "attention_mask": mask})[0]
+        if expand:  # one copy of the encoder states per beam, as generate's expansion does
+            hidden, mask = np.repeat(hidden, beams, 0), np.repeat(mask, beams, 0)
+        running, scores = [[start] for _ in range(beams)], torch.tensor([0.0] + [-1e9] * (beams - 1))
+        finished, log, error = [], [], None
+        past = {p: np.zeros((beams, 8, 0, 4), np.float32) for p in pasts}
+        for step in range(steps):
+            feeds = {"encoder_attention_mask": mask, "input_ids": np.array([[r[-1]] for r in running], np.int64),
+                     "encoder_hidden_states": hidden, **past, "use_cache_branch": np.array([step > 0])}
+            try:
+                out = dict(zip(names, dec.run(None, feeds)))
+            except Exception as e:
+                error = str(e)
+                break
+            logp = torch.log_softmax(torch.from_numpy(out["logits"][:, -1].astype(np.float32)), -1)
+            if step == steps - 1:  # forced eos at max_length - 1
+                logp = torch.full_like(logp, -float("inf"))
+                logp[:, eos] = 0
+            top, at = torch.topk((logp + scores[:, None]).reshape(-1), 2 * beams)
+            cand = [(int(i) // vocab, int(i) % vocab) for i in at]
+            finished += [(float(top[r]) / (step + 1), running[b] + [t]) for r, (b, t) in enumerate(cand[:beams])
+                         if t == eos]
+            masked = top + torch.tensor([-1e9 if t == eos else 0.0 for _, t in cand])
+            keep = torch.topk(masked, beams)[1].tolist()
+            beam_idx = [cand[r][0] for r in keep]
+            running, scores = [running[cand[r][0]] + [cand[r][1]] for r in keep], masked[keep]
+            log.append(beam_idx)
+            presents = {p: out["present" + p[len("past_key_values"):]] for p in pasts}
+            past = {p: v[beam_idx] if ".decoder." in p else (v if step == 0 else past[p]) for p, v in presents.items()}
+    tokens = max(finished)[1] if finished else running[0]
+    return tokens, log, error
+
+
+def seq2seq_no_expand(path):
+    """The hand-written beam search with the encoder states not expanded per beam; checked first: the same
+    loop WITH the expansion writes optimum's ORTModelForSeq2SeqLM.generate(num_beams=2) trace line for line."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        mine, theirs = Path(tmp) / "loop.jsonl", Path(tmp) / "optimum.jsonl"
+        right, right_log, right_error = hand_seq2seq_beams(mine)
+        model = seq2seq(MARIAN)
+        with recording(theirs):
+            model.generate(input_ids=ids([MARIAN_SRC]), attention_mask=ids([[1] * len(MARIAN_SRC)]),
+                           max_new_tokens=NEW, num_beams=2, num_return_sequences=1, do_sample=False)
+        same = open(mine, encoding="utf-8").read() == open(theirs, encoding="utf-8").read()
+    print(f"    expanded (correct) loop: tokens {right}, beam_idx after each decoder call {right_log}; its trace is "
+          f"optimum's generate(num_beams=2) line for line: {'yes' if same else 'NO'}")
+    assert same and right_error is None
+    tokens, log, error = hand_seq2seq_beams(path, expand=False)
+    calls = read(path)
+    for c in calls[1:]:
+        f = c["feeds"]
+        print(f"    call {c['call']}: input_ids {f['input_ids']['shape']}, encoder_hidden_states "
+              f"{f['encoder_hidden_states']['shape']}, encoder_attention_mask {f['encoder_attention_mask']['shape']}, "
+              f"past_key_values.0.decoder.key {f['past_key_values.0.decoder.key']['shape']}"
+              + (f"; ORT error: {c['error']}" if "error" in c else ""))
+    print(f"    not expanded: tokens {tokens}, beam_idx {log}" + (f"; stopped at call {calls[-1]['call']}" if error else ""))
+    assert calls[1]["feeds"]["encoder_hidden_states"]["shape"][0] == 1 and calls[1]["feeds"]["input_ids"]["shape"][0] == 2
+    return tokens
 
 
 # ---------------------------------------------------------------- speculative decoding (hand-written)
@@ -398,6 +522,18 @@ def beams_broken(path):
     return tokens
 
 
+def long_correct(path):
+    tokens, log, wrong, moved = beam4_long(path)
+    assert not wrong and [m for m in moved if m >= 2], "beams must reorder visibly at a call after call 1"
+    return tokens
+
+
+def long_broken(path):
+    tokens, log, wrong, moved = beam4_long(path, reorder=False)
+    assert wrong, "the no-reorder client must feed a past that is not the gather"
+    return tokens
+
+
 def s2s_correct(path):
     tokens, log, wrong = seq2seq_beam2(path)
     assert not wrong
@@ -415,8 +551,11 @@ TRACES_BY_NAME = {
     "optimum-greedy-padded-no-positions": lambda p: greedy_padded(p, positions=False),
     "optimum-beam3": beams_correct,
     "optimum-beam3-no-reorder": beams_broken,
+    "optimum-beam4-long": long_correct,
+    "optimum-beam4-long-no-reorder": long_broken,
     "optimum-seq2seq-beam2": s2s_correct,
     "optimum-seq2seq-beam2-no-reorder": s2s_broken,
+    "optimum-seq2seq-beam2-no-expand": seq2seq_no_expand,
     "optimum-sample-topk": sample_topk,
     "speculative-correct": speculative,
     "speculative-no-crop": lambda p: speculative(p, crop=False),

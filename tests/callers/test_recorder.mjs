@@ -3,7 +3,9 @@
 // Digests and row digests equal the Python recorder's for the same array (computed by
 // python3 + numpy here); a version-2 trace is byte for byte the Python recorder's for the
 // same calls (header, rows, spacing, escapes; a real gpt2-tiny session and a stub session
-// with every dtype and a non-ASCII error); a present fed back has its output's digest; an
+// with every dtype and a non-ASCII error); integer and bool tensors keep their values up to
+// 4096 elements in version 2 (a [4, 30] prompt's 120 ids, int64 beyond 2^53 exact) and up to
+// 16 in version 1; a present fed back has its output's digest; an
 // error is recorded and re-thrown; appending writes no second header; the committed
 // js-*.jsonl traces (version 1) re-record byte-identically.
 import { test } from 'node:test';
@@ -14,7 +16,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, digest, rowDigests, TraceRecorder } from '../../js/onnx-contract-trace.mjs';
+import { describe, digest, rowDigests, SMALL, SMALL_V2, TraceRecorder } from '../../js/onnx-contract-trace.mjs';
 import { CALLERS, record } from './caller.mjs';
 
 const require = createRequire(import.meta.url);
@@ -64,6 +66,10 @@ const STUB = [
   ['i32', new ort.Tensor('int32', Int32Array.from([5, -6]), [1, 2]), 'np.array([[5, -6]], np.int32)'],
   ['u8', new ort.Tensor('uint8', Uint8Array.from([1, 2, 3]), [3, 1]), 'np.array([[1], [2], [3]], np.uint8)'],
   ['big', new ort.Tensor('int64', BigInt64Array.from(Array.from({ length: 20 }, (_, i) => BigInt(i))), [4, 5]), 'np.arange(20, dtype=np.int64).reshape(4, 5)'],
+  ['prompt', new ort.Tensor('int64', BigInt64Array.from(Array.from({ length: 120 }, (_, i) => (i === 119 ? 2n ** 62n + 1n : BigInt(i * 1000 - 7)))), [4, 30]),
+    'np.array([i * 1000 - 7 for i in range(119)] + [2**62 + 1], np.int64).reshape(4, 30)'],
+  ['mask', new ort.Tensor('bool', new Uint8Array(4097).fill(1), [4097]), 'np.ones(4097, bool)'],
+  ['u64', new ort.Tensor('uint64', BigUint64Array.from([2n ** 64n - 1n, 0n, 5n]), [3]), 'np.array([2**64 - 1, 0, 5], np.uint64)'],
   ['text', new ort.Tensor('string', ['\u00e9 "q"', 'b', 'c,"d"', '\u{1F600}'], [2, 2]), 'np.array([["\\u00e9 \\"q\\"", "b"], ["c,\\"d\\"", "\\U0001F600"]], dtype=object)'],
 ];
 const ERROR = 'bad "feed" \u2014 \u00fcn\u00efcode\n\tline \\ \u007f \u{1F600}';
@@ -107,7 +113,41 @@ with t.TraceRecorder(${JSON.stringify(py)}, timing=False) as rec:
   assert.equal(bad.error, ERROR);
   assert.deepEqual(ok.feeds.placeholder.rows, []);
   assert.equal(ok.feeds.text.rows.length, 2);
-  assert.equal(ok.feeds.big.value, undefined);
+  assert.deepEqual(ok.feeds.big.value, Array.from({ length: 20 }, (_, i) => i)); // version 2: up to 4096 elements
+  assert.equal(ok.feeds.prompt.value.length, 120);
+  assert.ok(js.includes(`, ${2n ** 62n + 1n}]`) && js.includes(`[${2n ** 64n - 1n}, 0, 5]`)); // beyond 2^53: exact
+  assert.equal(ok.feeds.mask.value, undefined); // 4097 elements: none
+});
+
+test('a [4, 30] int64 tensor keeps its 120 values in version 2 and none in version 1', async () => {
+  const ids = new ort.Tensor('int64', BigInt64Array.from(Array.from({ length: 120 }, (_, i) => BigInt(i))), [4, 30]);
+  const want = Array.from({ length: 120 }, (_, i) => i);
+  assert.equal(SMALL, 16);
+  assert.equal(SMALL_V2, 4096);
+  assert.deepEqual(describe(ids).value, want);
+  assert.equal(describe(ids, { rows: false }).value, undefined);
+  assert.deepEqual(describe(new ort.Tensor('int64', BigInt64Array.from([1n, 2n]), [1, 2]), { rows: false }).value, [1, 2]);
+  const kept = {};
+  for (const version of [1, 2]) {
+    const path = join(tmp, `prompt-v${version}.jsonl`);
+    await new TraceRecorder(path, { timing: false, version }).wrap({ run: async (feeds) => ({ y: feeds.input_ids }) }, 'm.onnx')
+      .run({ input_ids: ids, flag: new ort.Tensor('bool', Uint8Array.from([1]), [1]) });
+    const call = lines(path).at(-1);
+    kept[version] = { input_ids: call.feeds.input_ids.value, y: call.outputs.y.value, flag: call.feeds.flag.value };
+  }
+  assert.deepEqual(kept[2], { input_ids: want, y: want, flag: [1] });
+  assert.deepEqual(kept[1], { input_ids: undefined, y: undefined, flag: [1] });
+  const py = join(tmp, 'prompt-py.jsonl'); // the Python recorder's line for the same tensor
+  python(`
+class Out:
+    name = 'y'
+class Stub:
+    def get_outputs(self): return [Out()]
+    def run(self, names, feeds, options=None): return [feeds['input_ids']]
+with t.TraceRecorder(${JSON.stringify(py)}, timing=False) as rec:
+    rec.wrap(Stub(), 'm.onnx').run(None, {'input_ids': np.arange(120, dtype=np.int64).reshape(4, 30), 'flag': np.array([True])})
+`);
+  assert.equal(readFileSync(join(tmp, 'prompt-v2.jsonl'), 'utf8'), readFileSync(py, 'utf8'));
 });
 
 test('a version-2 trace of a real session is byte for byte the Python recorder\'s', async () => {

@@ -6,7 +6,9 @@ Digests are equal exactly when dtype, shape and bytes are equal; a present fed
 back has its output's digest; errors are recorded and re-raised; record_sessions
 records `run(None, feeds)` and `run([names], feeds)`; format version 2: the header
 line opens a new (or empty) file only, every tensor of rank >= 2 has one row digest
-per index along axis 0, version=1 writes neither; every committed trace in
+per index along axis 0, int/bool tensors keep their values up to 4096 elements
+(a [4, 30] prompt's 120 ids), version=1 writes neither header nor rows and keeps
+values up to 16 elements; every committed trace in
 tests/traces/ has the documented form (v1 without a header, v2 with one, and the one
 foreign-recorder trace incident2-raw-digests.jsonl).
 """
@@ -73,7 +75,12 @@ def test_digest_bytes_dtype_shape():
     assert oct.digest(a.astype(">f4")) == oct.digest(a)  # byte order does not matter, values do
     assert oct.describe(np.array([True])) == {"dtype": "bool", "shape": [1],
                                               "digest": oct.digest(np.array([True])), "value": [1]}
-    assert "value" not in oct.describe(np.zeros(17, np.int64))  # only small int/bool tensors keep values
+    assert "value" not in oct.describe(np.zeros(17, np.int64), rows=False)  # v1: int/bool tensors up to 16 keep values
+    assert oct.describe(np.zeros(16, np.int64), rows=False)["value"] == [0] * 16
+    assert oct.describe(np.zeros(17, np.int64))["value"] == [0] * 17  # v2: up to 4096
+    assert oct.SMALL == 16 and oct.SMALL_V2 == 4096
+    assert oct.describe(np.ones(4096, bool))["value"] == [1] * 4096 and "value" not in oct.describe(np.ones(4097, bool))
+    assert "value" not in oct.describe(np.zeros(4, np.float32))  # never a float's values
     assert oct.describe([[1, 2]])["dtype"] == "int64"
     assert oct.describe(ort.OrtValue.ortvalue_from_numpy(a)) == oct.describe(a)
 
@@ -95,6 +102,39 @@ def test_rows_are_digests_along_axis_0():
     assert oct.digest(np.array(["a", "é"])) == oct.digest(np.array(["a", "é"], dtype=object))  # str, however held
     s = oct.describe(np.array([["a", "b"], ["c", "d"]], dtype=object))
     assert s["dtype"] == "str" and s["rows"][1] == oct.digest(np.array(["c", "d"], dtype=object))
+
+
+def test_prompt_values_kept_in_version_2_only():
+    """A [4, 30] int64 tensor (a 30-token prompt x 4 beams: 120 ids) keeps its 120 values in
+    version 2 and none in version 1, in the recorder's files as in describe()."""
+    ids = np.arange(120, dtype=np.int64).reshape(4, 30) * 1000 - 7  # negative and > 2^16 values too
+    ids[3, 29] = 2**62 + 1  # beyond a double's 2^53: written exactly
+    assert oct.describe(ids)["value"] == [int(v) for v in ids.ravel()] and len(oct.describe(ids)["value"]) == 120
+    assert "value" not in oct.describe(ids, rows=False)
+
+    class Out:
+        name = "y"
+
+    class Stub:
+        def get_outputs(self):
+            return [Out()]
+
+        def run(self, names, feeds, options=None):
+            return [feeds["input_ids"]]
+
+    kept = {}
+    for version in (1, 2):
+        path = TMP / f"prompt-v{version}.jsonl"
+        with oct.TraceRecorder(path, timing=False, version=version) as rec:
+            rec.wrap(Stub(), "m.onnx").run(None, {"input_ids": ids, "attention_mask": np.ones((4, 30), np.int64),
+                                                   "flag": np.array([True])})
+        call = lines(path)[-1]
+        kept[version] = {n: t.get("value") for n, t in [*call["feeds"].items(), *call["outputs"].items()]}
+    text = open(TMP / "prompt-v2.jsonl", encoding="utf-8").read()
+    assert '"value": [-7, 993, 1993, ' in text and f", {2**62 + 1}]" in text
+    assert kept[2]["input_ids"] == kept[2]["y"] == [int(v) for v in ids.ravel()]
+    assert kept[2]["attention_mask"] == [1] * 120 and kept[2]["flag"] == [1]
+    assert kept[1] == {"input_ids": None, "attention_mask": None, "y": None, "flag": [1]}
 
 
 def test_header_and_version_1():
@@ -260,6 +300,9 @@ def test_committed_traces_have_the_format():
                 assert list(t)[:len(keys)] == keys and set(t) <= set(keys) | {"value"}, (path, c["call"], list(t))
                 if "rows" in t:
                     assert len(t["rows"]) == t["shape"][0] and all(r.startswith("sha1:") for r in t["rows"])
+                size = int(np.prod(t["shape"]))  # values: every int/bool tensor up to 16 (v1) or 4096 (v2) elements
+                kept = t["dtype"] in ("int64", "int32", "bool") and size <= (16 if version == 1 else 4096)
+                assert ("value" in t) == kept and len(t.get("value", [])) == size * kept, (path, c["call"], t["shape"])
         assert path.stat().st_size < (64_000 if version == 1 else 512_000), path
     assert versions.get("gpt2-correct.jsonl") == 1 and versions.get("marian-correct.jsonl") == 1  # old traces stay v1
 

@@ -107,16 +107,28 @@ pub(super) fn signature_rules(sig: &Signature, feeds: &Tensors) -> Vec<Finding> 
         }
     }
     for ((s, size, first), (v, names)) in conflicts {
-        out.push(
-            Finding::error(
+        // Encoder-side tensors with fewer rows than the decoder's, a whole multiple:
+        // a beam search (or several samples per source) that did not expand them.
+        let encoder_side = |n: &str| n.starts_with("encoder_") && !n.contains("past");
+        let beams = (size > 0 && v > size && v % size == 0 && encoder_side(&first)).then_some(v / size);
+        let f = match beams {
+            Some(k) => Finding::error(
+                Code::CallerBeams,
+                format!(
+                    "`{first}` has {size} row{} for {v} decoder rows ({}): the encoder states and mask are not expanded per beam; repeat each source's rows {k} times (repeat_interleave), as the decoder's rows are",
+                    if size == 1 { "" } else { "s" },
+                    fold_names(&names).join(", ")
+                ),
+            ),
+            None => Finding::error(
                 Code::CallerSignature,
                 format!(
                     "`{s}` is {size} in `{first}` and {v} in {} within one call: one symbol, two sizes",
                     fold_names(&names).join(", ")
                 ),
-            )
-            .names(names),
-        );
+            ),
+        };
+        out.push(f.names(names));
     }
     out
 }
