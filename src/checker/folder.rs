@@ -46,6 +46,10 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
         None => what,
     };
     let text = match e.role {
+        // optimum's `merge_decoders` of a decoder-only pair: no encoder at all.
+        Role::MergedDecoder if !crate::folder::contracts::is_seq2seq(&e.sig) => {
+            through("merged decoder-only: the prompt on the no-cache branch, one token per step on the cache branch after; the branch flag in every run".into())
+        }
         Role::MergedDecoder => with_encoder("merged decoder: no-cache branch at step 0, cache branch after"),
         Role::DecoderOnly => {
             setup.window = folder.config.as_ref().and_then(|c| c.sliding_window.clone());

@@ -235,14 +235,26 @@ pub(crate) fn placement(
             None => feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, total], mask)),
         }
     }
-    if let Some(name) = &plan.position_ids {
-        feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, n], pos));
+    match (&plan.position_ids, plan.position_rows) {
+        // Text tokens under multimodal rotary: the same positions in every section's row.
+        (Some(name), Some(k)) => {
+            let rows: Vec<i64> = (0..k).flat_map(|_| pos.iter().copied()).collect();
+            feeds.push(Feed::ints(name, plan.dtype_of(name), &[k, b, n], rows));
+        }
+        (Some(name), None) => feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, n], pos)),
+        (None, _) => {}
     }
     if let Some(name) = &plan.cache_position {
         feeds.push(Feed::ints(name, plan.dtype_of(name), &[n], (past..total).map(|i| i as i64).collect()));
     }
     if let Some(name) = &plan.logits_to_keep {
         feeds.push(Feed::ints(name, plan.dtype_of(name), &[], vec![0]));
+    }
+    // A merged decoder's branch flag in every run that places tokens (steps,
+    // batches, chunks, variants, levels): the cached branch exactly when there
+    // is a past. A caller that set it already (step 0's dummy past) keeps its own.
+    if let Some(flag) = plan.branch_flag.as_ref().filter(|f| !feeds.iter().any(|x| &x.name == *f)) {
+        feeds.push(Feed::flag(flag, past > 0));
     }
 }
 
@@ -315,7 +327,10 @@ pub(crate) fn uncached(
     match &plan.branch_flag {
         // A flag-false branch ignores its past: the step-0 dummy.
         Some(flag) => {
-            feeds.push(Feed::flag(flag, false));
+            // `placement` fed it false already (no past).
+            if !feeds.iter().any(|f| &f.name == flag) {
+                feeds.push(Feed::flag(flag, false));
+            }
             for c in plan.self_past.iter().chain(&plan.cross_past) {
                 feeds.push(Feed::float(&c.past, c.dtype, cache_zeros(c, plan.seq_axis, None, dummy)));
             }

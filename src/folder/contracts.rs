@@ -85,14 +85,63 @@ fn adapt(c: &mut Contract, role: Role) {
             }
             c.name = c.name.replace("-merged", "-with-past");
         }
-        Role::Decoder | Role::DecoderOnlyNoCache => {
+        Role::Decoder => {
             c.inputs.retain(|r| r.name != flag && !is_past(&r.name));
             if let Some(k) = c.cache.as_mut() {
                 k.branch_flag = None;
             }
             c.name = c.name.replace("-merged", "-no-past");
         }
+        // A decoder-only export without a cache (optimum's `text-generation`):
+        // no past in, no present out; every call re-feeds the prefix.
+        Role::DecoderOnlyNoCache => {
+            c.inputs.retain(|r| r.name != flag && !is_past(&r.name));
+            c.outputs.retain(|r| !r.name.starts_with("present"));
+            if let Some(m) = c.inputs.iter_mut().find(|r| r.name == "attention_mask") {
+                if let Some(slot) = m.shape.as_mut().and_then(|s| s.get_mut(1)) {
+                    *slot = DimRule::Any;
+                }
+            }
+            c.cache = None;
+            c.name = format!("{}-no-cache", c.name);
+        }
+        // A decoder-only family's merged file (optimum's `merge_decoders` of the
+        // pair): the branch flag besides the pasts; the mask keeps the no-past
+        // decoder's axis name (merge_decoders takes the first file's names).
+        Role::MergedDecoder if c.cache.as_ref().is_some_and(|k| k.branch_flag.is_none()) => {
+            let like = c.inputs.iter().find(|r| r.name == "input_ids").cloned();
+            if let Some(mut rule) = like {
+                rule.name = "use_cache_branch".into();
+                rule.template = rule.name.clone();
+                rule.dtypes = vec![crate::model::signature::ElemType::BOOL];
+                rule.shape = Some(vec![DimRule::Any]);
+                rule.optional = true;
+                rule.order_key.0 += 1000;
+                c.inputs.push(rule);
+            }
+            if let Some(m) = c.inputs.iter_mut().find(|r| r.name == "attention_mask") {
+                if let Some(slot) = m.shape.as_mut().and_then(|s| s.get_mut(1)) {
+                    *slot = DimRule::Any;
+                }
+            }
+            if let Some(k) = c.cache.as_mut() {
+                k.branch_flag = Some("use_cache_branch".into());
+            }
+            c.name = format!("{}-merged", c.name);
+        }
         _ => {}
+    }
+}
+
+/// A decoder with multimodal rotary (Qwen2-VL's M-RoPE) takes its positions
+/// as `[sections, batch, seq]`: the family's `[batch, seq]` rule gains the
+/// sections axis in front.
+pub fn fit_positions(c: &mut Contract, sig: &Signature) {
+    let rank3 = sig.input("position_ids").and_then(|p| p.ty.tensor_parts()).and_then(|(_, d)| d).is_some_and(|d| d.len() == 3);
+    if let Some(shape) = c.inputs.iter_mut().find(|r| r.name == "position_ids").and_then(|r| r.shape.as_mut()) {
+        if rank3 && shape.len() == 2 {
+            shape.insert(0, DimRule::Any);
+        }
     }
 }
 

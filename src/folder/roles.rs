@@ -81,7 +81,10 @@ pub fn role_of(sig: &Signature) -> Role {
     // Companions of an embeddings-split decoder, by what goes in and comes out.
     let one_float_out = sig.outputs.len() == 1 && hidden_out;
     let pixels = inferred.inputs.iter().any(|p| p.role == InputRole::PixelValues);
-    if !logits && past.is_empty() && pixels && hidden_out {
+    // Image features of any rank (Qwen2-VL's `[image tokens, hidden]` from flattened patches).
+    let features_out = hidden_out
+        || sig.outputs.iter().any(|p| p.name.contains("image_features") && p.ty.tensor_parts().is_some_and(|(e, _)| e.is_float()));
+    if !logits && past.is_empty() && pixels && features_out {
         return Role::VisionEncoder;
     }
     let ids_only = sig.inputs.len() == 1
@@ -134,6 +137,12 @@ mod tests {
         assert_eq!(role("marian-pair-baked-past/decoder_with_past_model.onnx"), Role::DecoderWithPast);
         assert_eq!(role("tjs-vlm/onnx/embed_tokens.onnx"), Role::EmbedTokens);
         assert_eq!(role("tjs-vlm/onnx/vision_encoder.onnx"), Role::VisionEncoder);
+        assert_eq!(role("qwen2vl-tiny/onnx/vision_encoder.onnx"), Role::VisionEncoder);
+        assert_eq!(role("qwen2vl-tiny/onnx/decoder_model_merged.onnx"), Role::DecoderOnly);
+        assert_eq!(role("gpt2-merged-decoders/decoder_model_merged.onnx"), Role::MergedDecoder);
+        assert_eq!(role("llama-no-cache/model.onnx"), Role::DecoderOnlyNoCache);
+        assert_eq!(role("gpt2-legacy-pair/decoder_model.onnx"), Role::DecoderOnlyNoCache);
+        assert_eq!(role("gpt2-legacy-pair/decoder_with_past_model.onnx"), Role::DecoderOnly);
         assert_eq!(role("tjs-vlm/onnx/decoder_model_merged.onnx"), Role::DecoderOnly);
         let toy = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/odd_types.onnx");
         assert_eq!(role_of(&crate::model::reader::read_signature(&toy).unwrap()), Role::Unknown);

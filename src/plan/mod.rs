@@ -129,6 +129,10 @@ pub struct Plan {
     /// one token takes exactly one, the prompt included).
     #[serde(default)]
     pub tokens_per_call: Option<i64>,
+    /// Rows of a rank-3 position input (`[3, batch, seq]`: multimodal rotary
+    /// sections, each row the text positions for text tokens); `None`: `[batch, seq]`.
+    #[serde(default)]
+    pub position_rows: Option<usize>,
 }
 
 /// The shared buffers' length when genai_config.json states no `max_length`.
@@ -398,6 +402,14 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
     let position_ids = pick(&cache.position_ids, "position_ids");
     let encoder_attention_mask = pick(&cache.encoder_attention_mask, "encoder_attention_mask");
 
+    // M-RoPE: positions `[sections, batch, seq]`; text tokens repeat their position in each row.
+    let position_rows = position_ids.as_ref().and_then(|p| sig.input(p)?.ty.tensor_parts()).and_then(|(_, d)| {
+        let d = d?;
+        (d.len() == 3).then(|| match d[0] {
+            Dim::Fixed(v) if v > 0 => v as usize,
+            _ => 3,
+        })
+    });
     let cache_position = inferred_name(InputRole::CachePosition);
     let logits_to_keep = inferred_name(InputRole::LogitsToKeep);
     // Only a static cache is driven a fixed number of tokens per call (its
@@ -469,6 +481,7 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
         cache_position,
         logits_to_keep,
         tokens_per_call,
+        position_rows,
         inputs_embeds,
         embeds_width,
     })

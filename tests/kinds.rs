@@ -1,0 +1,61 @@
+//! Kinds of folders beside decoders with a growing cache (issue: every kind
+//! of folder people keep): each correct one made by a real exporter gets no
+//! flag, and is driven the way its runtime drives it.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+fn flags(f: &Value) -> Vec<String> {
+    f["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["severity"] != "info")
+        .map(|x| format!("{}: {}", x["code"], x["message"]))
+        .collect()
+}
+
+/// optimum's `merge_decoders` of a decoder-only pair: one file with the
+/// branch flag and no encoder, fed the flag in every run (steps, the padded
+/// batch, the chunk after a past) and described as what it is.
+#[test]
+fn a_merged_decoder_only_file_is_driven_with_its_flag_everywhere_and_gets_no_flag() {
+    let (code, r) = check_folder("gpt2-merged-decoders");
+    assert_eq!(code, 0, "{r:#}");
+    let f = file_report(&r, "decoder_model_merged.onnx");
+    assert_eq!(f["role"], "merged-decoder");
+    assert!(flags(f).is_empty(), "{:#?}", flags(f));
+    let how = f["driven_as"].as_str().unwrap();
+    assert!(how.starts_with("merged decoder-only") && !how.contains("encoder states"), "{how}");
+    let rt = &f["runtimes"][0];
+    assert!(rt["batch"].as_array().unwrap().len() >= 4 && rt["chunk"].as_array().unwrap().len() >= 3, "{rt:#}");
+    // Step 0 on the no-cache branch, then the cache branch.
+    let flag_at = |step: u64| {
+        let s = rt["steps"].as_array().unwrap().iter().find(|s| s["step"] == step).unwrap();
+        s["feeds"].as_array().unwrap().iter().any(|x| x["name"] == "use_cache_branch")
+    };
+    assert!(flag_at(0) && flag_at(1), "{rt:#}");
+}
+
+/// A Qwen2-VL-style image-text layout: 3-D positions `[3, batch, seq]` (M-RoPE),
+/// text positions in every row continuing the cache; its vision encoder of
+/// flattened patches and a patch grid is one.
+#[test]
+fn rank_3_multimodal_positions_are_fed_as_three_rows_and_the_folder_gets_no_flag() {
+    let (code, r) = check_folder("qwen2vl-tiny");
+    assert_eq!(code, 0, "{r:#}");
+    for (file, role) in [
+        ("onnx/decoder_model_merged.onnx", "decoder-only"),
+        ("onnx/embed_tokens.onnx", "embed-tokens"),
+        ("onnx/vision_encoder.onnx", "vision-encoder"),
+    ] {
+        let f = file_report(&r, file);
+        assert_eq!(f["role"], role, "{file}");
+        assert!(flags(f).is_empty(), "{file}: {:#?}", flags(f));
+    }
+    let f = file_report(&r, "onnx/decoder_model_merged.onnx");
+    assert_eq!(shape_at(f, 0, "feeds", "position_ids"), serde_json::json!([3, 1, 4]));
+    assert_eq!(shape_at(f, 2, "feeds", "position_ids"), serde_json::json!([3, 1, 1]));
+    assert!(f["runtimes"][0]["steps"].as_array().unwrap().iter().all(|s| s["ok"] == true));
+}
