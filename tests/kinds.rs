@@ -12,7 +12,7 @@ fn flags(f: &Value) -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|x| x["severity"] != "info")
-        .map(|x| format!("{}: {}", x["code"], x["message"]))
+        .map(|x| format!("{}: {}", x["code"].as_str().unwrap_or("?"), x["message"].as_str().unwrap_or("?")))
         .collect()
 }
 
@@ -58,4 +58,50 @@ fn rank_3_multimodal_positions_are_fed_as_three_rows_and_the_folder_gets_no_flag
     assert_eq!(shape_at(f, 0, "feeds", "position_ids"), serde_json::json!([3, 1, 4]));
     assert_eq!(shape_at(f, 2, "feeds", "position_ids"), serde_json::json!([3, 1, 1]));
     assert!(f["runtimes"][0]["steps"].as_array().unwrap().iter().all(|s| s["ok"] == true));
+}
+
+/// optimum's `text-generation` without past: driven by re-feeding the whole
+/// prefix (no parity: there is no cached path), a left-padded batch against
+/// each row alone, the measured cost per token said as a warning, never
+/// judged against a cached contract; its twin whose mask reaches no node
+/// fails on the padded row.
+#[test]
+fn a_decoder_without_a_cache_is_driven_by_its_prefix_and_its_cost_is_measured() {
+    let (code, r) = check_folder("llama-no-cache");
+    assert_eq!(code, 0, "{r:#}");
+    let f = file_report(&r, "model.onnx");
+    assert_eq!(f["role"], "decoder-only-no-cache");
+    let flagged = flags(f);
+    assert_eq!(flagged.len(), 1, "{flagged:#?}");
+    assert!(
+        flagged[0].starts_with("no-cache: no KV cache: every generated token re-feeds the whole prefix"),
+        "{flagged:#?}"
+    );
+    let rt = &f["runtimes"][0];
+    // The prefix grows by one token per step: 4, 5, 6, 7.
+    for step in 0..4u64 {
+        assert_eq!(shape_at(f, step as usize, "feeds", "input_ids"), serde_json::json!([1, 4 + step]), "{rt:#}");
+    }
+    assert!(rt["batch"].as_array().unwrap().iter().all(|row| row[4] == true), "{rt:#}");
+    let (code, r) = check_folder("llama-no-cache-mask-ignored");
+    assert_eq!(code, 2, "{r:#}");
+    let f = file_report(&r, "model.onnx");
+    let first = f["findings"].as_array().unwrap().iter().find(|x| x["severity"] == "error").unwrap();
+    assert_eq!(first["code"], "batch-padding", "{first:#}");
+    assert!(first["message"].as_str().unwrap().contains("row 1 of a batch of 2 (left-padded by 2)"), "{first:#}");
+}
+
+/// optimum's legacy decoder-only pair: the prompt half is recognised as such
+/// (its presents allowed), the with-past file driven; no flag.
+#[test]
+fn the_legacy_decoder_only_pair_gets_no_flag() {
+    let (code, r) = check_folder("gpt2-legacy-pair");
+    assert_eq!(code, 0, "{r:#}");
+    for file in ["decoder_model.onnx", "decoder_with_past_model.onnx"] {
+        assert!(flags(file_report(&r, file)).is_empty(), "{file}: {:#?}", flags(file_report(&r, file)));
+    }
+    assert!(file_report(&r, "decoder_model.onnx")["driven_as"]
+        .as_str()
+        .unwrap()
+        .contains("the prompt half of the split pair"));
 }

@@ -97,7 +97,16 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
             setup.static_only = Some(why.clone());
             why
         }
-        Role::DecoderOnlyNoCache | Role::Unknown => {
+        Role::DecoderOnlyNoCache => match folder.sibling(e, Role::DecoderOnly) {
+            // optimum's legacy pair: the with-past file is the one driven.
+            Some(d) => {
+                let why = format!("static only here: the prompt half of the split pair with {}", d.file.rel);
+                setup.static_only = Some(why.clone());
+                why
+            }
+            None => through("no cache: the whole prefix re-fed every call (no parity: there is no cached path); a left-padded batch against each row alone".into()),
+        },
+        Role::Unknown => {
             setup.static_only = Some("not driven".into());
             "not driven".into()
         }

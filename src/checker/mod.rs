@@ -229,7 +229,11 @@ impl Checker {
     ) -> Result<Vec<RuntimeReport>, Error> {
         use crate::engine::{child, locate, options};
         use crate::plan;
-        if !sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name)) && inferred.pairs.is_empty() {
+        let cacheless = crate::folder::roles::role_of(sig) == crate::folder::Role::DecoderOnlyNoCache;
+        if !sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name))
+            && inferred.pairs.is_empty()
+            && !cacheless
+        {
             // A decoder without past inputs has no cache to drive (a split
             // pair's step-0 half, or an encoder): the static check is its check.
             findings.push(Finding::new(
@@ -327,6 +331,9 @@ impl Checker {
                 .map(|c| (c.past.clone(), c.present.clone(), c.matched_by.clone()))
                 .collect();
             findings.extend(report.findings.iter().cloned());
+            if cacheless {
+                findings.extend(no_cache_cost(&report));
+            }
             reports.push(report);
         }
         Ok(reports)
@@ -347,6 +354,35 @@ impl Checker {
                 .map_err(|e| format!("{not_found}\n  fetching failed: {e}")),
         }
     }
+}
+
+/// A decoder without a cache, driven by re-feeding the prefix: what each
+/// generated token costs, measured, against the tokens it recomputes.
+#[cfg(feature = "runtime")]
+fn no_cache_cost(r: &RuntimeReport) -> Option<Finding> {
+    let steps: Vec<_> = r.steps.iter().filter(|s| s.ok && s.seconds.is_some()).collect();
+    // Step 0 also pays the session's first-run warm-up: the second step is the baseline.
+    let (first, last) = (steps.get(1).or(steps.first())?, steps.last()?);
+    let tokens = |s: &crate::engine::runtime_report::StepRow| {
+        s.feeds
+            .iter()
+            .find(|f| f.name.contains("input_ids"))
+            .and_then(|f| f.shape.as_ref()?.get(1).copied())
+            .unwrap_or(0)
+    };
+    let ms = |s: &crate::engine::runtime_report::StepRow| s.seconds.unwrap_or(0.0) * 1e3;
+    Some(Finding::warning(
+        Code::NoCache,
+        format!(
+            "no KV cache: every generated token re-feeds the whole prefix ({} tokens at step {}: {:.2} ms; {} tokens at step {}: {:.2} ms), so generating n tokens costs O(n²) token-passes; an export with past inputs (optimum's `text-generation-with-past`) runs one token per call",
+            tokens(first),
+            first.step,
+            ms(first),
+            tokens(last),
+            last.step,
+            ms(last)
+        ),
+    ))
 }
 
 #[cfg(all(test, feature = "runtime"))]

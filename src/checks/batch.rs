@@ -178,7 +178,10 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
         let batch = Padded::new(prompts);
         let b = batch.rows.len();
         let mut calls = vec![batch.rows.clone()];
-        calls.extend(forced.iter().map(|&t| vec![vec![t]; b]));
+        // Without a cache there is nothing to continue: the prompt call is the whole check.
+        if !plan.is_cacheless() {
+            calls.extend(forced.iter().map(|&t| vec![vec![t]; b]));
+        }
         run_calls(ctx, &batch, &calls)
     };
     let runs = [run_batch(vec![long.clone()]), run_batch(vec![short.clone()]), run_batch(vec![long, short])];

@@ -35,7 +35,13 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
     }
     let mut tokens = ctx.prompt.clone();
     let mut new_tokens = ctx.prompt.clone();
+    // A decoder without any cache: every call re-feeds the whole prefix, as
+    // its callers must (no parity to check: there is no cached path).
+    let no_cache = plan.is_cacheless();
     for step in 0..opts.steps {
+        if no_cache {
+            new_tokens = tokens.clone();
+        }
         // A fixed buffer holds so many tokens: the run ends where it is full.
         let n_next = new_tokens.first().map_or(0, Vec::len) as i64;
         if plan.buffer.as_ref().is_some_and(|b| cache.past_len + n_next > b.len) {
@@ -93,7 +99,7 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
         // Parity: the same position recomputed without the cache.
         let mut parity = None;
         let mut recompute_seconds = None;
-        if step > 0 {
+        if step > 0 && !no_cache {
             let t = Instant::now();
             let full = recompute(ctx, &tokens, dummy, &cache);
             recompute_seconds = Some(t.elapsed().as_secs_f64());
@@ -147,6 +153,8 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
             row.push(*t);
         }
         new_tokens = next.iter().map(|t| vec![*t]).collect();
-        cache.advance(plan, &out, step, present_len);
+        if !no_cache {
+            cache.advance(plan, &out, step, present_len);
+        }
     }
 }

@@ -80,7 +80,11 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
     }
     // A chunk of several tokens onto a cache: the decoder-only form callers prefill in chunks.
     // (A graph that fixes its tokens per call takes no chunk.)
-    if !cache_failed && job.plan.family == crate::plan::Family::DecoderOnly && job.plan.tokens_per_call.is_none() {
+    if !cache_failed
+        && job.plan.family == crate::plan::Family::DecoderOnly
+        && job.plan.tokens_per_call.is_none()
+        && !job.plan.is_cacheless()
+    {
         crate::checks::chunk::check(&mut ctx, emit);
     }
     if let Some(w) = job.options.window.clone().filter(|w| w.size <= crate::checks::window::MAX_PROBED && !cache_failed)

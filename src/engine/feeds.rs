@@ -323,7 +323,11 @@ pub(crate) fn uncached(
     let mut feeds = vec![Feed::ints(&plan.input_ids, plan.input_ids_dtype, &[b, n], tokens.concat())];
     encoder_feeds(plan, encoder_states, b, enc_len, how == Uncached::SeparateModel, &mut feeds);
     placement(plan, b, n, 0, vec![1; b * n], (0..b).flat_map(|_| 0..n as i64).collect(), &mut feeds);
-    let Uncached::SameModel { dummy } = how else { return feeds };
+    let Uncached::SameModel { dummy } = how else {
+        // A separate no-past decoder has no branch flag.
+        feeds.retain(|f| Some(&f.name) != plan.branch_flag.as_ref());
+        return feeds;
+    };
     match &plan.branch_flag {
         // A flag-false branch ignores its past: the step-0 dummy.
         Some(flag) => {

@@ -96,7 +96,10 @@ fn adapt(c: &mut Contract, role: Role) {
         // no past in, no present out; every call re-feeds the prefix.
         Role::DecoderOnlyNoCache => {
             c.inputs.retain(|r| r.name != flag && !is_past(&r.name));
-            c.outputs.retain(|r| !r.name.starts_with("present"));
+            // optimum's legacy prompt half returns presents; `text-generation` does not.
+            for r in c.outputs.iter_mut().filter(|r| r.name.starts_with("present")) {
+                r.optional = true;
+            }
             if let Some(m) = c.inputs.iter_mut().find(|r| r.name == "attention_mask") {
                 if let Some(slot) = m.shape.as_mut().and_then(|s| s.get_mut(1)) {
                     *slot = DimRule::Any;
@@ -137,7 +140,8 @@ fn adapt(c: &mut Contract, role: Role) {
 /// as `[sections, batch, seq]`: the family's `[batch, seq]` rule gains the
 /// sections axis in front.
 pub fn fit_positions(c: &mut Contract, sig: &Signature) {
-    let rank3 = sig.input("position_ids").and_then(|p| p.ty.tensor_parts()).and_then(|(_, d)| d).is_some_and(|d| d.len() == 3);
+    let rank3 =
+        sig.input("position_ids").and_then(|p| p.ty.tensor_parts()).and_then(|(_, d)| d).is_some_and(|d| d.len() == 3);
     if let Some(shape) = c.inputs.iter_mut().find(|r| r.name == "position_ids").and_then(|r| r.shape.as_mut()) {
         if rank3 && shape.len() == 2 {
             shape.insert(0, DimRule::Any);

@@ -83,7 +83,10 @@ pub fn role_of(sig: &Signature) -> Role {
     let pixels = inferred.inputs.iter().any(|p| p.role == InputRole::PixelValues);
     // Image features of any rank (Qwen2-VL's `[image tokens, hidden]` from flattened patches).
     let features_out = hidden_out
-        || sig.outputs.iter().any(|p| p.name.contains("image_features") && p.ty.tensor_parts().is_some_and(|(e, _)| e.is_float()));
+        || sig
+            .outputs
+            .iter()
+            .any(|p| p.name.contains("image_features") && p.ty.tensor_parts().is_some_and(|(e, _)| e.is_float()));
     if !logits && past.is_empty() && pixels && features_out {
         return Role::VisionEncoder;
     }

@@ -139,6 +139,15 @@ pub struct Plan {
 const SHARED_BUFFER_LEN: i64 = 256;
 
 impl Plan {
+    /// A decoder-only model with no cache at all (optimum's `text-generation`
+    /// without past): every call re-feeds the whole prefix.
+    pub fn is_cacheless(&self) -> bool {
+        self.family == Family::DecoderOnly
+            && self.self_past.is_empty()
+            && self.cross_past.is_empty()
+            && self.buffer.is_none()
+    }
+
     /// The declared element type of input `name` (int64 when undeclared).
     pub fn dtype_of(&self, name: &str) -> ElemType {
         self.dtypes.iter().find(|(n, _)| n == name).map(|(_, d)| *d).unwrap_or(ElemType::I64)
@@ -384,7 +393,10 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
     };
     let self_past = self_names.iter().map(|n| tensor(n, false)).collect::<Result<Vec<_>, _>>()?;
     let cross_past = cross_names.iter().map(|n| tensor(n, true)).collect::<Result<Vec<_>, _>>()?;
-    if self_past.is_empty() {
+    // A decoder-only model without any past is driven by re-feeding its prefix
+    // (`Plan::is_cacheless`); every other form needs a cache to drive.
+    let has_past = sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name));
+    if self_past.is_empty() && (family != Family::DecoderOnly || has_past || !cross_past.is_empty()) {
         return Err("no past inputs (past_key_values.*) to drive a cache with".into());
     }
 
