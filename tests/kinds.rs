@@ -105,3 +105,36 @@ fn the_legacy_decoder_only_pair_gets_no_flag() {
         .unwrap()
         .contains("the prompt half of the split pair"));
 }
+
+/// An embeddings model exported by optimum for feature extraction, alone in
+/// its folder: driven as its own product (batch 1, a right-padded batch of
+/// 2 whose rows equal each row alone on their real positions), no decoder
+/// contract, no flag.
+#[test]
+fn an_encoder_alone_is_driven_as_its_own_product_and_gets_no_flag() {
+    let (code, r) = check_folder("bert-embeddings");
+    assert_eq!(code, 0, "{r:#}");
+    let f = file_report(&r, "model.onnx");
+    assert_eq!(f["role"], "encoder");
+    assert!(flags(f).is_empty(), "{:#?}", flags(f));
+    assert!(f["driven_as"].as_str().unwrap().starts_with("encoder alone"), "{f:#}");
+    let rt = &f["runtimes"][0];
+    assert_eq!(rt["steps"].as_array().unwrap().len(), 1, "{rt:#}");
+    assert_eq!(shape_at(f, 0, "feeds", "token_type_ids"), serde_json::json!([1, 6]));
+    let rows = rt["batch"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rt:#}");
+    assert!(rows.iter().all(|row| row[2].as_f64().unwrap() < 1e-4), "{rt:#}");
+}
+
+/// The legacy pair driven as a pair: a with-past file right for one token
+/// but wrong for several is named by the chunk check, not by parity.
+#[test]
+fn a_legacy_pair_wrong_for_chunks_is_named_by_the_chunk_check() {
+    let (code, r) = check_folder("gpt2-legacy-pair-chunk-bug");
+    assert_eq!(code, 2, "{r:#}");
+    let f = file_report(&r, "decoder_with_past_model.onnx");
+    assert!(f["driven_as"].as_str().unwrap().starts_with("legacy split pair"), "{f:#}");
+    let errors: Vec<&Value> = f["findings"].as_array().unwrap().iter().filter(|x| x["severity"] == "error").collect();
+    assert_eq!(errors[0]["code"], "chunk-after-past", "{errors:#?}");
+    assert!(errors.iter().all(|e| e["code"] != "parity"), "one-token steps are right: {errors:#?}");
+}

@@ -53,7 +53,19 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
         Role::MergedDecoder => with_encoder("merged decoder: no-cache branch at step 0, cache branch after"),
         Role::DecoderOnly => {
             setup.window = folder.config.as_ref().and_then(|c| c.sliding_window.clone());
-            through("decoder-only: prompt at step 0, one token per step after".into())
+            match folder.sibling(e, Role::DecoderOnlyNoCache).filter(|d| d.sig.outputs.iter().any(|o| o.name.contains("present"))) {
+                // optimum's legacy decoder-only pair: the prompt through the no-past
+                // file, whose presents start the cache; this file after.
+                Some(d) => {
+                    setup.step0_model = Some(d.file.path.clone());
+                    setup.no_cache_model = Some(d.file.path.clone());
+                    through(format!(
+                        "legacy split pair: the prompt through {} seeds the cache, one token per step through this file after; parity against it, a chunk onto the past through this file",
+                        d.file.rel
+                    ))
+                }
+                None => through("decoder-only: prompt at step 0, one token per step after".into()),
+            }
         }
         Role::DecoderWithPast => match folder.sibling(e, Role::Decoder) {
             Some(d) => {
@@ -80,6 +92,12 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
             };
             setup.static_only = Some(why.clone());
             why
+        }
+        // An encoder with no decoder anywhere in the folder is the product itself.
+        Role::Encoder if !folder.entries.iter().any(|x| x.role.is_decoder()) => {
+            setup.encoder_only = Some(folder.sizes.get("vocab").map_or(100, |s| s.value));
+            setup.encoder = None;
+            "encoder alone: token ids at batch 1, then a right-padded batch of 2 against each row alone".into()
         }
         Role::Encoder => {
             let why = "static only here: run to produce every decoder's encoder states".to_string();

@@ -60,6 +60,9 @@ struct Setup {
     embed_tokens: Option<PathBuf>,
     /// What the folder's configs tell the protocol inference (genai's shared buffers).
     hints: crate::plan::infer::Hints,
+    /// An encoder alone (no decoder in its folder), driven as its own
+    /// product with ids below this vocabulary size.
+    encoder_only: Option<i64>,
 }
 
 /// Builds and runs a check. Defaults: 4 steps, batch 1, seed 0, the runtime
@@ -230,10 +233,9 @@ impl Checker {
         use crate::engine::{child, locate, options};
         use crate::plan;
         let cacheless = crate::folder::roles::role_of(sig) == crate::folder::Role::DecoderOnlyNoCache;
-        if !sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name))
-            && inferred.pairs.is_empty()
-            && !cacheless
-        {
+        let pastless =
+            !sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name)) && inferred.pairs.is_empty();
+        if pastless && !cacheless && setup.encoder_only.is_none() {
             // A decoder without past inputs has no cache to drive (a split
             // pair's step-0 half, or an encoder): the static check is its check.
             findings.push(Finding::new(
@@ -243,7 +245,11 @@ impl Checker {
             ));
             return Ok(Vec::new());
         }
-        let plan = match plan::build_with(sig, contract, self.batch, &setup.hints) {
+        let built = match setup.encoder_only {
+            Some(vocab) => plan::Plan::for_encoder(sig, vocab),
+            None => plan::build_with(sig, contract, self.batch, &setup.hints),
+        };
+        let plan = match built {
             Ok(p) => p,
             Err(message) => {
                 findings.push(Finding::error(Code::Plan, message));

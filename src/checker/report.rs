@@ -272,8 +272,11 @@ pub fn measured(r: &RuntimeReport) -> Option<String> {
         .fold(None, |m: Option<f64>, p| Some(m.map_or(p, |m| m.max(p))));
     // max |Δ| in two significant figures: what a row has room for.
     let e = |x: f64| if x == 0.0 { "0".to_string() } else { format!("{x:.1e}") };
-    let mut parts =
-        vec![if ok == r.steps.len() { format!("{ok} steps") } else { format!("{ok}/{} steps", r.steps.len()) }];
+    let mut parts = vec![match (ok == r.steps.len(), ok) {
+        (true, 1) => "1 step".to_string(),
+        (true, _) => format!("{ok} steps"),
+        (false, _) => format!("{ok}/{} steps", r.steps.len()),
+    }];
     if let Some((reference, positions)) = &r.variant {
         let abs = positions.iter().map(|p| p.1).fold(0.0, f64::max);
         let agree = positions.iter().filter(|p| p.3).count();

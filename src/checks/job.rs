@@ -58,6 +58,10 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         }
         return emit(Event::Done);
     }
+    if job.plan.family == crate::plan::Family::EncoderOnly {
+        crate::checks::encoder_only::check(&mut ctx, emit);
+        return emit(Event::Done);
+    }
     let mut cache_failed = false;
     for &dummy in &job.plan.step0_past_lengths {
         run_steps(&mut ctx, dummy, &mut |ev| {
@@ -76,6 +80,7 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         match job.plan.family {
             crate::plan::Family::DecoderOnly => crate::checks::batch::check(&mut ctx, emit),
             crate::plan::Family::Seq2Seq => crate::checks::source_batch::check(&mut ctx, emit),
+            crate::plan::Family::EncoderOnly => {}
         }
     }
     // A chunk of several tokens onto a cache: the decoder-only form callers prefill in chunks.

@@ -358,7 +358,9 @@ pub(crate) fn prompt(plan: &Plan, batch: usize, prompt_len: usize, start: i64, r
     (0..batch)
         .map(|_| match plan.family {
             Family::Seq2Seq => vec![start],
-            Family::DecoderOnly => (0..prompt_len.max(1)).map(|_| rng.below(plan.vocab)).collect(),
+            Family::DecoderOnly | Family::EncoderOnly => {
+                (0..prompt_len.max(1)).map(|_| rng.below(plan.vocab)).collect()
+            }
         })
         .collect()
 }

@@ -41,6 +41,8 @@ fn encoder_contract(family: &str, sizes: &BTreeMap<String, Size>) -> Result<Cont
         "name: {family}-encoder\nparams:\n  hidden: {}\nextra_inputs: error\nextra_outputs: warn\ninputs:\n  \
          input_ids: {{dtype: int64|int32, shape: [batch, encoder_seq], optional: true}}\n  \
          attention_mask: {{dtype: int64|int32, shape: [batch, encoder_seq], optional: true}}\n  \
+         token_type_ids: {{dtype: int64|int32, shape: [batch, encoder_seq], optional: true}}\n  \
+         position_ids: {{dtype: int64|int32, shape: [batch, encoder_seq], optional: true}}\n  \
          input_features: {{dtype: float32|float16|bfloat16, shape: [batch, any, any], optional: true}}\n  \
          input_values: {{dtype: float32|float16|bfloat16, shape: [batch, any], optional: true}}\n  \
          audio_features: {{dtype: float32|float16|bfloat16, shape: [batch, any, any], optional: true}}\n\

@@ -33,6 +33,14 @@ pub enum Role {
 }
 
 impl Role {
+    /// A decoder of any form.
+    pub fn is_decoder(self) -> bool {
+        matches!(
+            self,
+            Role::Decoder | Role::DecoderWithPast | Role::MergedDecoder | Role::DecoderOnly | Role::DecoderOnlyNoCache
+        )
+    }
+
     /// `merged-decoder`, …
     pub fn as_str(self) -> &'static str {
         match self {
