@@ -103,6 +103,7 @@ codes! {
     CallerCrop = "caller-crop": "Several tokens verified in one call (speculative decoding): the cache is not cropped to the accepted length before the next call (the rejected drafts stay in it).",
     CallerNoCache = "caller-no-cache": "The cache is never used: every call re-feeds the growing prefix on the no-cache path.",
     CallerError = "caller-error": "A recorded call failed in ONNX Runtime (what the application saw).",
+    PositionRows = "position-rows": "A decoder fed multimodal (3-D) positions whose rotary sections all read the first row: text-only calls are right, every image call is wrong.",
     NoCache = "no-cache": "A decoder-only export without a KV cache: driven by re-feeding the whole prefix every call (correct, but every generated token recomputes all before it; the cost is measured).",
     Repeatability = "repeatability": "The same step run twice on one session gives different outputs.",
     VariantDivergence = "variant-divergence": "A numeric variant (fp16, q4, quantized, …) departs from the folder's fp32 model by more than its numeric form explains.",

@@ -138,3 +138,20 @@ fn a_legacy_pair_wrong_for_chunks_is_named_by_the_chunk_check() {
     assert_eq!(errors[0]["code"], "chunk-after-past", "{errors:#?}");
     assert!(errors.iter().all(|e| e["code"] != "parity"), "one-token steps are right: {errors:#?}");
 }
+
+/// A 3-D-position decoder whose rotary sections all read row 0: right on
+/// every text-only call, named by the probe that changes rows 1 and 2 (the
+/// correct graph's logits move; this one's do not).
+#[test]
+fn a_multimodal_decoder_whose_sections_read_one_row_is_named() {
+    let (code, r) = check_folder("qwen2vl-tiny");
+    assert_eq!(code, 0);
+    let probes = file_report(&r, "onnx/decoder_model_merged.onnx")["runtimes"][0]["probes"].to_string();
+    assert!(probes.contains("logits moved by") && !probes.contains("moved by 0.000e0"), "{probes}");
+    let (code, r) = check_folder("qwen2vl-collapsed-rows");
+    assert_eq!(code, 2, "{r:#}");
+    let f = file_report(&r, "onnx/decoder_model_merged.onnx");
+    let first = f["findings"].as_array().unwrap().iter().find(|x| x["severity"] == "error").unwrap();
+    assert_eq!(first["code"], "position-rows", "{first:#}");
+    assert!(first["message"].as_str().unwrap().contains("every section reads row 0"), "{first:#}");
+}

@@ -69,6 +69,9 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
             emit(ev)
         });
     }
+    if job.plan.position_rows.is_some() && !cache_failed {
+        crate::checks::positions::probe(&mut ctx, emit);
+    }
     if job.options.deep {
         crate::checks::levels::compare(&mut ctx, emit);
     }

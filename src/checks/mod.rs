@@ -16,6 +16,7 @@ pub(crate) mod chunk;
 pub(crate) mod encoder_only;
 pub(crate) mod job;
 pub(crate) mod levels;
+pub(crate) mod positions;
 pub(crate) mod repeatability;
 pub(crate) mod source_batch;
 pub(crate) mod step;

@@ -273,6 +273,14 @@ pub enum Event {
         /// Optimization changes beyond the tolerance.
         issues: Vec<StepIssue>,
     },
+    /// A probe of one input's effect (multimodal position rows): what was
+    /// changed and how far the logits moved, and the issues it found.
+    Probe {
+        /// What was changed, and the figure.
+        what: String,
+        /// What the probe shows wrong.
+        issues: Vec<StepIssue>,
+    },
     /// A re-run recorded call: ONNX Runtime's error, if it failed.
     Replayed {
         /// The call's index in the trace.

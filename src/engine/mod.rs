@@ -13,6 +13,7 @@
 pub mod compat;
 pub mod events;
 pub mod locate;
+pub mod messages;
 pub mod runtime_report;
 
 #[cfg(feature = "runtime")]

@@ -4,6 +4,8 @@
 #![cfg_attr(not(feature = "runtime"), allow(dead_code))]
 
 use crate::engine::events::{Event, FailedNode, TensorInfo};
+pub use crate::engine::messages::clean_ort_message;
+use crate::engine::messages::innermost_status;
 use crate::finding::{Code, Finding, Severity};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -104,6 +106,9 @@ pub struct RuntimeReport {
     /// Each re-run call's feeds and where their values came from (read by `replay`'s report).
     #[serde(skip)]
     pub replay_sources: Vec<(usize, Vec<(String, crate::engine::events::FeedSource)>)>,
+    /// Probes run (multimodal position rows): what was changed, and the figure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<String>,
     /// Replay: each re-run call's per-row next-token scores (not serialized: the strategy reads them).
     #[serde(skip)]
     pub replay_scores: Vec<(usize, Vec<crate::engine::events::RowScores>)>,
@@ -155,6 +160,7 @@ impl RuntimeReport {
             replayed: Vec::new(),
             replay_sources: Vec::new(),
             replay_scores: Vec::new(),
+            probes: Vec::new(),
             replay_rows: Vec::new(),
             repros: Vec::new(),
             findings: Vec::new(),
@@ -268,6 +274,10 @@ impl RuntimeReport {
             }
             Event::Variant { reference, positions, issues } => {
                 self.variant = Some((reference, positions));
+                self.push_issues(issues);
+            }
+            Event::Probe { what, issues } => {
+                self.probes.push(what);
                 self.push_issues(issues);
             }
             Event::Window { probe, issues } => {
@@ -403,43 +413,6 @@ fn describe_exit(status: Option<ExitStatus>) -> String {
         }
     }
     format!("exited early with {status}")
-}
-
-/// Drops the C++ source location and function signature ONNX Runtime puts
-/// before its reason (`…/model.cc:256 onnxruntime::Model::Model(…) Unsupported…`).
-pub fn clean_ort_message(message: &str) -> String {
-    let message = message.trim();
-    let Some(i) = message.find("/onnxruntime_src/").or_else(|| message.find("onnxruntime/core/")) else {
-        return message.to_string();
-    };
-    let rest = &message[i..];
-    let Some(open) = rest.find('(') else { return message.to_string() };
-    let mut depth = 0usize;
-    for (j, ch) in rest[open..].char_indices() {
-        match ch {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    let reason = rest[open + j + 1..].trim_start();
-                    return format!("{}{}", &message[..i], reason).trim().to_string();
-                }
-            }
-            _ => {}
-        }
-    }
-    message.to_string()
-}
-
-/// ORT nests messages: `… running If node … Status Message: … running Reshape node …`.
-fn innermost_status(message: &str) -> String {
-    let m = message.rsplit("Status Message: ").next().unwrap_or(message);
-    // Drop the C++ source location prefix ORT puts before the reason.
-    let m = match m.find(" was false. ") {
-        Some(i) => m[i + " was false. ".len()..].to_string(),
-        None => clean_ort_message(m),
-    };
-    m.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Shapes of the feeds, for the crash message.

@@ -1,0 +1,62 @@
+//! Plans of the forms that have no cache to drive: a decoder-only export
+//! without past (every call re-feeds the prefix) and an encoder alone (an
+//! embeddings model), read by the same driver as every other plan.
+
+use super::{numeric, Family, Plan};
+use crate::model::signature::{ElemType, Signature};
+
+impl Plan {
+    /// A decoder-only model with no cache at all (optimum's `text-generation`
+    /// without past): every call re-feeds the whole prefix.
+    pub fn is_cacheless(&self) -> bool {
+        self.family == Family::DecoderOnly
+            && self.self_past.is_empty()
+            && self.cross_past.is_empty()
+            && self.buffer.is_none()
+    }
+
+    /// The plan of an encoder alone: its token ids, its mask, and the first
+    /// float output of rank 3 (the hidden states) in place of logits; ids
+    /// drawn below `vocab`.
+    pub fn for_encoder(sig: &Signature, vocab: i64) -> Result<Plan, String> {
+        let int2 = |p: &&crate::model::signature::Port| matches!(p.ty.tensor_parts(), Some((e, Some(d))) if matches!(e, ElemType::I64 | ElemType::I32) && d.len() == 2);
+        let ids = sig
+            .inputs
+            .iter()
+            .filter(int2)
+            .find(|p| p.name.contains("input_ids"))
+            .ok_or("an encoder alone is driven with token ids: it has no integer `input_ids` of rank 2")?;
+        let states = sig
+            .outputs
+            .iter()
+            .find(|p| matches!(p.ty.tensor_parts(), Some((e, Some(d))) if e.is_float() && d.len() == 3))
+            .ok_or("an encoder alone gives hidden states: it has no float output of rank 3")?;
+        Ok(Plan {
+            family: Family::EncoderOnly,
+            input_ids: ids.name.clone(),
+            input_ids_dtype: ids.ty.tensor_parts().map_or(ElemType::I64, |(e, _)| e),
+            logits: states.name.clone(),
+            vocab: vocab.max(2),
+            branch_flag: None,
+            self_past: Vec::new(),
+            cross_past: Vec::new(),
+            seq_axis: 2,
+            step0_past_lengths: vec![0],
+            tolerance: numeric::tolerance(numeric::form(sig), None),
+            attention_mask: sig.input("attention_mask").map(|p| p.name.clone()),
+            position_ids: None,
+            encoder_hidden_states: None,
+            encoder_attention_mask: None,
+            hidden: None,
+            unknown_inputs: Vec::new(),
+            dtypes: sig.inputs.iter().filter_map(|p| p.ty.tensor_parts().map(|(e, _)| (p.name.clone(), e))).collect(),
+            buffer: None,
+            cache_position: None,
+            logits_to_keep: None,
+            inputs_embeds: None,
+            embeds_width: None,
+            tokens_per_call: None,
+            position_rows: None,
+        })
+    }
+}
