@@ -29,6 +29,10 @@ const CASES: &[(&str, &str, &str, f64)] = &[
     ("gpt-bigcode-tiny", "decoder-only", "3,14,15,92", 1e-4),
     ("bloom-tiny", "decoder-only", "3,14,15,92", 1e-4),
     ("gemma3-tiny", "decoder-only", "3,14,15,92", 1e-4),
+    // Folder kinds: optimum's merge_decoders of a decoder-only pair (the flag,
+    // no encoder), 3-D multimodal positions through embed_tokens.onnx.
+    ("gpt2-merged-decoders", "merged-decoder", "3,14,15,92", 1e-4),
+    ("qwen2vl-tiny", "decoder-only", "3,14,15,92", 1e-4),
     // Cache forms of their own: a static cache (one token per call into fixed
     // buffers at cache_position, with and without a mask over the buffer), a
     // genai hybrid (shared max_length buffers, conv states), embeddings through

@@ -293,12 +293,22 @@ fn python(s: &Spec<'_>) -> String {
             np_dtype(&p.dtype_of(k).to_string())
         );
     }
-    if let Some(m) = &p.position_ids {
-        let _ = writeln!(
-            o,
-            "        feeds[{m:?}] = np.arange(past_len, past_len + n, dtype={})[None]  # continue the past",
-            np_dtype(&p.dtype_of(m).to_string())
-        );
+    match (&p.position_ids, p.position_rows) {
+        (Some(m), Some(k)) => {
+            let _ = writeln!(
+                o,
+                "        feeds[{m:?}] = np.tile(np.arange(past_len, past_len + n, dtype={})[None, None], ({k}, 1, 1))  # text: every rotary section's row continues the past",
+                np_dtype(&p.dtype_of(m).to_string())
+            );
+        }
+        (Some(m), None) => {
+            let _ = writeln!(
+                o,
+                "        feeds[{m:?}] = np.arange(past_len, past_len + n, dtype={})[None]  # continue the past",
+                np_dtype(&p.dtype_of(m).to_string())
+            );
+        }
+        (None, _) => {}
     }
     if s.pair {
         let _ = writeln!(o, "        if step > 0:  # the with-past decoder takes the cache; step 0's decoder has none");
