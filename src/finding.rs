@@ -88,7 +88,7 @@ codes! {
     ConfigMismatch = "config-mismatch": "config.json states a size the model does not have (layers, heads, head size, vocabulary, width).",
     CrossFile = "cross-file": "Two files of one export folder disagree (encoder width or dtype, layers, heads, vocabulary).",
     OddFile = "odd-file": "An entry named `.onnx` in the folder is no readable model file: a dangling or looping link, an unreadable file, a fifo, a directory (the rest of the folder is still checked).",
-    RoleUnknown = "role-unknown": "A file in the folder is neither a recognised encoder nor decoder; it is listed, not checked.",
+    RoleUnknown = "role-unknown": "A file in the folder is neither a recognised encoder nor decoder: it is still loaded and run once on inputs built from its signature, and the report says what happened.",
     CallerSignature = "caller-signature": "A call feeds inputs the model does not have, misses some, or feeds another dtype, rank or fixed size (replay, feed guard).",
     CallerPast = "caller-past": "A self-attention past is not the previous call's present (fresh values, or another length).",
     CallerCrossPast = "caller-cross-past": "A cross-attention past is not step 0's present (e.g. a cached step's dummy fed back).",

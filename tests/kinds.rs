@@ -155,3 +155,19 @@ fn a_multimodal_decoder_whose_sections_read_one_row_is_named() {
     assert_eq!(first["code"], "position-rows", "{first:#}");
     assert!(first["message"].as_str().unwrap().contains("every section reads row 0"), "{first:#}");
 }
+
+/// A file whose role cannot be inferred (MusicGen's delay-pattern helper) is
+/// still loaded and run once on inputs built from its signature, and says
+/// what happened.
+#[test]
+fn a_file_of_unknown_role_is_loaded_and_run_once() {
+    let (_, r) = check_folder("musicgen-tiny");
+    let f = file_report(&r, "build_delay_pattern_mask.onnx");
+    assert_eq!(f["role"], "unknown");
+    let w = &f["findings"][0];
+    assert_eq!(w["code"], "role-unknown", "{f:#}");
+    let m = w["message"].as_str().unwrap();
+    assert!(m.contains("neither an encoder nor a decoder") && m.contains("; loads"), "{m}");
+    assert_eq!(f["runtimes"].as_array().unwrap().len(), 1, "{f:#}");
+    assert!(f["driven_as"].as_str().unwrap().starts_with("role unknown; loads"), "{f:#}");
+}

@@ -141,12 +141,26 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
     let mut encoder_crash = None;
     let report = match folder.contract_for(e) {
         None => {
+            // Still loaded, and run once where its dims can be bound.
+            let ran = (!checker.static_only).then(|| checker.smoke(&e.file.path, &e.sig));
+            let (said, mut findings, runtimes) = match ran {
+                Some(Ok(r)) => {
+                    let said = r.probes.first().cloned().unwrap_or_else(|| "did not run".into());
+                    (said, r.findings.clone(), vec![r])
+                }
+                Some(Err(why)) => (format!("not run: {why}"), Vec::new(), Vec::new()),
+                None => ("not run (--static-only)".into(), Vec::new(), Vec::new()),
+            };
             let f = Finding::new(
                 Code::RoleUnknown,
                 Severity::Warning,
-                format!("{shown}: neither an encoder nor a decoder this tool knows (no logits, no encoder output): listed, not checked"),
+                format!(
+                    "{shown}: neither an encoder nor a decoder this tool knows (no logits, no encoder output); {said}"
+                ),
             );
-            Report::new(&shown, None, ModelSummary::of(&shown, &e.sig, Vec::new()), vec![f], Vec::new())
+            findings.insert(0, f);
+            driven_as = format!("role unknown; {said}");
+            Report::new(&shown, None, ModelSummary::of(&shown, &e.sig, Vec::new()), findings, runtimes)
         }
         Some(contract) => {
             let contract = contract?;

@@ -345,6 +345,40 @@ impl Checker {
         Ok(reports)
     }
 
+    /// A file of unknown role loaded and run once on inputs built from its
+    /// signature: the runtime's report (its probe says what happened).
+    #[cfg(feature = "runtime")]
+    pub(crate) fn smoke(
+        &self,
+        model: &Path,
+        sig: &crate::model::signature::Signature,
+    ) -> Result<RuntimeReport, String> {
+        use crate::engine::{child, options};
+        let lib = self.libraries()?.into_iter().next().ok_or("no ONNX Runtime")?;
+        let options = options::Options { smoke: true, ..Default::default() };
+        let job = options::Job {
+            model: model.to_path_buf(),
+            ort_lib: lib.path.clone(),
+            plan: crate::plan::Plan::placeholder(sig),
+            options,
+        };
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+        Ok(match self.isolation {
+            Isolation::ChildProcess => child::run(&exe, &job, &lib.source.to_string(), self.timeout, &|_: &str| {}),
+            Isolation::InProcess => crate::checks::job::run_in_process(&job, &lib.source.to_string()),
+        })
+    }
+
+    /// [`Checker::smoke`] without the runtime feature: nothing runs.
+    #[cfg(not(feature = "runtime"))]
+    pub(crate) fn smoke(
+        &self,
+        _model: &Path,
+        _sig: &crate::model::signature::Signature,
+    ) -> Result<RuntimeReport, String> {
+        Err("built without the runtime feature".into())
+    }
+
     /// The runtimes to run with, or why there is none.
     #[cfg(feature = "runtime")]
     fn libraries(&self) -> Result<Vec<crate::engine::locate::Located>, String> {

@@ -43,6 +43,16 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
     let version = runtime_version(lib);
     crate::repro::set_runtime_version(&version);
     emit(Event::Runtime { version, path: lib.display().to_string() });
+    if job.options.smoke {
+        match open(&env, &job.model, &job.options) {
+            Ok(mut s) => {
+                emit(Event::Session { model: job.model.display().to_string(), seconds: 0.0 });
+                crate::checks::smoke::run_once(&mut s, &job.model, emit);
+            }
+            Err(m) => emit(Event::Fatal { stage: Stage::Session, message: m, cause: None, node: None }),
+        }
+        return emit(Event::Done);
+    }
     let mut ctx = match prepare(&env, job, emit) {
         Ok(ctx) => ctx,
         Err(ev) => return emit(*ev),

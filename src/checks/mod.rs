@@ -18,6 +18,7 @@ pub(crate) mod job;
 pub(crate) mod levels;
 pub(crate) mod positions;
 pub(crate) mod repeatability;
+pub(crate) mod smoke;
 pub(crate) mod source_batch;
 pub(crate) mod step;
 pub(crate) mod variant;

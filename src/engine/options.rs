@@ -45,6 +45,9 @@ pub struct Options {
     /// dtypes, shapes and small values; seeded contents) until one fails.
     #[serde(default)]
     pub replay: Option<Vec<ReplayCall>>,
+    /// A file of unknown role: loaded and run once on inputs built from its signature.
+    #[serde(default)]
+    pub smoke: bool,
     /// After the steps, a batch of 2 against each row alone: left-padded prompts (decoder-only) or a padded source (seq2seq).
     #[serde(default)]
     pub batch_check: bool,
@@ -163,6 +166,7 @@ impl Default for Options {
             threads: 0,
             reference: None,
             replay: None,
+            smoke: false,
             batch_check: false,
             gqa: false,
             compare_to: None,

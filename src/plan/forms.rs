@@ -31,32 +31,46 @@ impl Plan {
             .iter()
             .find(|p| matches!(p.ty.tensor_parts(), Some((e, Some(d))) if e.is_float() && d.len() == 3))
             .ok_or("an encoder alone gives hidden states: it has no float output of rank 3")?;
-        Ok(Plan {
-            family: Family::EncoderOnly,
-            input_ids: ids.name.clone(),
-            input_ids_dtype: ids.ty.tensor_parts().map_or(ElemType::I64, |(e, _)| e),
-            logits: states.name.clone(),
-            vocab: vocab.max(2),
-            branch_flag: None,
-            self_past: Vec::new(),
-            cross_past: Vec::new(),
-            seq_axis: 2,
-            step0_past_lengths: vec![0],
-            tolerance: numeric::tolerance(numeric::form(sig), None),
-            attention_mask: sig.input("attention_mask").map(|p| p.name.clone()),
-            position_ids: None,
-            encoder_hidden_states: None,
-            encoder_attention_mask: None,
-            hidden: None,
-            unknown_inputs: Vec::new(),
-            dtypes: sig.inputs.iter().filter_map(|p| p.ty.tensor_parts().map(|(e, _)| (p.name.clone(), e))).collect(),
-            buffer: None,
-            cache_position: None,
-            logits_to_keep: None,
-            inputs_embeds: None,
-            embeds_width: None,
-            tokens_per_call: None,
-            position_rows: None,
-        })
+        let dtype = ids.ty.tensor_parts().map_or(ElemType::I64, |(e, _)| e);
+        Ok(bare(sig, &ids.name, dtype, &states.name, vocab))
+    }
+
+    /// The plan a file of unknown role is run once with: nothing to drive,
+    /// only its own signature (the child builds its inputs from it).
+    pub fn placeholder(sig: &Signature) -> Plan {
+        let first = |ports: &[crate::model::signature::Port]| ports.first().map_or(String::new(), |p| p.name.clone());
+        bare(sig, &first(&sig.inputs), ElemType::I64, &first(&sig.outputs), 2)
+    }
+}
+
+/// A plan with no cache, no positions and no encoder: one input and one
+/// output the child reads, the rest of the signature as declared.
+fn bare(sig: &Signature, input: &str, input_dtype: ElemType, output: &str, vocab: i64) -> Plan {
+    Plan {
+        family: Family::EncoderOnly,
+        input_ids: input.to_string(),
+        input_ids_dtype: input_dtype,
+        logits: output.to_string(),
+        vocab: vocab.max(2),
+        branch_flag: None,
+        self_past: Vec::new(),
+        cross_past: Vec::new(),
+        seq_axis: 2,
+        step0_past_lengths: vec![0],
+        tolerance: numeric::tolerance(numeric::form(sig), None),
+        attention_mask: sig.input("attention_mask").map(|p| p.name.clone()),
+        position_ids: None,
+        encoder_hidden_states: None,
+        encoder_attention_mask: None,
+        hidden: None,
+        unknown_inputs: Vec::new(),
+        dtypes: sig.inputs.iter().filter_map(|p| p.ty.tensor_parts().map(|(e, _)| (p.name.clone(), e))).collect(),
+        buffer: None,
+        cache_position: None,
+        logits_to_keep: None,
+        inputs_embeds: None,
+        embeds_width: None,
+        tokens_per_call: None,
+        position_rows: None,
     }
 }
