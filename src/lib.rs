@@ -45,6 +45,7 @@ pub(crate) mod repro;
 #[cfg(feature = "schema")]
 pub mod schema;
 
+pub use checker::many::{read_list as read_folder_list, ManyReport, Unchecked};
 pub use checker::report::{ContractInfo, FileReport, Fixed, FolderReport, Params, Report, Verdict, SCHEMA_VERSION};
 pub use checker::{Checker, Isolation, DEEP_MAX_STEPS, DEEP_STEPS};
 pub use contract::{Contract, ContractError};

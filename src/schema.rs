@@ -62,6 +62,7 @@ pub fn all() -> Vec<(&'static str, serde_json::Value)> {
     vec![
         ("report.schema.json", doc(schemars::schema_for!(crate::checker::report::Report))),
         ("folder-report.schema.json", doc(schemars::schema_for!(crate::checker::report::FolderReport))),
+        ("many-report.schema.json", doc(schemars::schema_for!(crate::checker::many::ManyReport))),
         ("signature.schema.json", doc(schemars::schema_for!(crate::model::summary::ModelSummary))),
         ("folder-summary.schema.json", doc(schemars::schema_for!(crate::folder::FolderSummary))),
         ("contract.schema.json", doc(schemars::schema_for!(crate::contract::spec::ContractFile))),

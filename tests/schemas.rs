@@ -64,6 +64,11 @@ fn real_documents_validate_against_the_schemas() {
         save("int8.json", &["check", "--format", "json", "models/gpt2-int8", "--no-fetch"]),
     ];
     validate("folder-report.schema.json", &folders);
+    let many = save(
+        "many.json",
+        &["check", "--format", "json", "models/marian-pair-baked-past", "models/gpt2-tiny", "tests/bad", "--no-fetch"],
+    );
+    validate("many-report.schema.json", &[many]);
     validate(
         "signature.schema.json",
         &[save("sig.json", &["sig", "--format", "json", "models/whisper-tiny/encoder_model.onnx"])],

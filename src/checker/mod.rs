@@ -4,6 +4,7 @@
 
 mod builder;
 mod folder;
+pub mod many;
 pub(crate) mod report;
 mod settle;
 

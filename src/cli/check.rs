@@ -11,7 +11,19 @@ use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct CheckArgs {
-    /// An export folder (every .onnx in it and in onnx/), or one .onnx file.
+    /// An export folder (every .onnx in it and in onnx/), or one .onnx file;
+    /// several folders give one line each and the exit code of the worst.
+    #[arg(required_unless_present = "from_list")]
+    models: Vec<PathBuf>,
+    /// Also check the folders listed in FILE (one path per line; blank lines
+    /// and `#` comments skipped): the shard a CI runner was given.
+    #[arg(long, value_name = "FILE")]
+    from_list: Option<PathBuf>,
+    /// Folders checked at once when several are given (each folder's own
+    /// runtime jobs already use every core).
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
+    #[arg(skip)]
     model: PathBuf,
     /// A YAML contract file, or a built-in contract's name (`specs` lists
     /// them). Default: the family's built-in contract, chosen by
@@ -98,7 +110,17 @@ fn parse_param(s: &str) -> Result<(String, i64), String> {
     Ok((k.trim().to_string(), v))
 }
 
-pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
+pub(crate) fn run(mut args: CheckArgs, format: Format) -> Result<i32, Fail> {
+    let usage = |message: String| Fail { code: exit::USAGE, kind: "usage", message };
+    if let Some(list) = &args.from_list {
+        let listed = onnx_contract::read_folder_list(list).map_err(usage)?;
+        args.models.extend(listed);
+    }
+    match args.models.len() {
+        0 => return Err(usage("no folder to check (the list is empty)".into())),
+        1 => args.model = args.models[0].clone(),
+        _ => return many(args, format),
+    }
     let is_dir = args.model.is_dir();
     let builtin_name = args.contract.as_deref().filter(|c| !Path::new(c).exists());
     // A contract file applies to one model; a folder takes a family's name.
@@ -115,7 +137,6 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         }
         _ => None,
     };
-    let usage = |message: String| Fail { code: exit::USAGE, kind: "usage", message };
     for (flag, dir) in [("--repro", &args.repro), ("--fix-out", &args.fix_out)] {
         if let Some(dir) = dir {
             onnx_contract::remedy::outside(dir, &args.model).map_err(|e| usage(format!("{flag} {e}")))?;
@@ -189,6 +210,72 @@ pub(crate) fn run(args: CheckArgs, format: Format) -> Result<i32, Fail> {
     emit(&renderer.render(&report));
     write_html(&|| Html.render(&report))?;
     Ok(exit_code(report.verdict, report.errors().map(|f| f.code)))
+}
+
+/// Several folders: each checked as `check DIR` checks it, `--jobs` at a
+/// time; one line per folder (or the JSON / HTML of them all); the exit code
+/// of the worst.
+fn many(args: CheckArgs, format: Format) -> Result<i32, Fail> {
+    let usage = |message: String| Fail { code: exit::USAGE, kind: "usage", message };
+    let alone = [
+        (args.contract.is_some() && args.contract.as_deref().is_some_and(|c| Path::new(c).exists()), "--contract FILE"),
+        (args.remedy || args.fix_out.is_some(), "--remedy / --fix-out"),
+        (args.repro.is_some(), "--repro"),
+        (args.encoder.is_some() || args.no_cache_model.is_some(), "--encoder / --no-cache-model"),
+    ];
+    if let Some((_, flag)) = alone.iter().find(|(on, _)| *on) {
+        return Err(usage(format!("{flag} applies to one folder: check the folders one at a time")));
+    }
+    if !matches!(format, Format::Human | Format::Json | Format::Html) {
+        return Err(usage("several folders: --format human, json or html (merge JSON reports for the rest)".into()));
+    }
+    if let Some(file) = args.models.iter().find(|m| !m.is_dir()) {
+        return Err(usage(format!(
+            "{}: several paths are each an export folder (check a single file alone)",
+            file.display()
+        )));
+    }
+    let mut checker = Checker::new()
+        .static_only(args.static_only)
+        .steps(args.steps)
+        .deep(args.deep)
+        .batch(args.batch)
+        .seed(args.seed)
+        .runtimes(args.ort_libs)
+        .fetch(!no_fetch(args.no_fetch))
+        .timeout(Duration::from_secs(args.timeout))
+        .on_notice(|text| eprintln!("onnx-contract: {text} (--no-fetch forbids this)"));
+    if let Some(name) = args.contract.as_deref() {
+        checker = checker.family(name);
+    }
+    if let Some(v) = args.target_ort {
+        checker = checker.target_ort(v);
+    }
+    let report = checker.run_folders(&args.models, args.jobs, &super::fail::code_of);
+    let text = match format {
+        Format::Json => onnx_contract::render::json::to_text(&report),
+        Format::Html => onnx_contract::render::html::many(&report),
+        _ => onnx_contract::render::table::many(&report),
+    };
+    emit(&text);
+    if let Some(path) = &args.html {
+        std::fs::write(path, onnx_contract::render::html::many(&report))
+            .map_err(|e| usage(format!("--html {}: cannot write: {e}", path.display())))?;
+    }
+    Ok(worst(&report))
+}
+
+/// The exit code of the worst folder: an unchecked folder's own code, else
+/// 2 when any fails (the code a failing `check DIR` ends with), else 0.
+pub(crate) fn worst(r: &onnx_contract::ManyReport) -> i32 {
+    let failing = r.folders.iter().map(|f| exit_code(f.verdict, f.errors().map(|e| e.code)));
+    // A pass, then a failing check, then any error (its own code).
+    let rank = |c: i32| match c {
+        exit::OK => 0,
+        exit::VIOLATED => 1,
+        _ => 2,
+    };
+    failing.chain(r.unchecked.iter().map(|u| u.code)).max_by_key(|&c| (rank(c), c)).unwrap_or(exit::OK)
 }
 
 /// `--remedy` / `--fix-out`: each repairable error's change tried on a copy

@@ -18,6 +18,18 @@ impl From<ModelError> for Fail {
     }
 }
 
+/// The exit code `e` ends a command with (what a folder of several that
+/// could not be checked counts as).
+pub(crate) fn code_of(e: &onnx_contract::Error) -> i32 {
+    use onnx_contract::Error as E;
+    match e {
+        E::Contract(_) => exit::BAD_CONTRACT,
+        E::Model(_) | E::ExternalData { .. } | E::Folder(_) | E::Config(_) | E::Trace(_) => exit::BAD_MODEL,
+        E::NoContract => exit::USAGE,
+        _ => exit::INTERNAL,
+    }
+}
+
 impl From<onnx_contract::Error> for Fail {
     fn from(e: onnx_contract::Error) -> Self {
         use onnx_contract::Error as E;

@@ -6,6 +6,7 @@ mod check;
 mod diff;
 pub(crate) mod fail;
 mod init;
+mod merge;
 pub(crate) mod output;
 mod protocol;
 mod replay;
@@ -85,7 +86,12 @@ pub(crate) enum Command {
     #[command(after_help = exit::TABLE)]
     /// Check a model against a contract: the static signature check, then a
     /// KV-cache smoke test on real ONNX Runtime (in a child process).
-    Check(check::CheckArgs),
+    /// Several folders (or --from-list): one line each, the worst exit code.
+    Check(Box<check::CheckArgs>),
+    #[command(after_help = exit::TABLE)]
+    /// Join JSON reports made on several machines (`check … --format json`)
+    /// into one table, JSON document or HTML page; exit code of the worst.
+    Merge(merge::MergeArgs),
 }
 
 /// Runs the parsed command; its exit code, or the error that ended it.
@@ -93,6 +99,7 @@ pub(crate) fn run(cli: Cli) -> Result<i32, Fail> {
     let json_out = cli.format == Format::Json;
     if matches!(cli.format, Format::Sarif | Format::Github | Format::Junit | Format::Html)
         && !matches!(cli.command, Command::Check(_))
+        && !(cli.format == Format::Html && matches!(cli.command, Command::Merge(_)))
     {
         return Err(Fail {
             code: exit::USAGE,
@@ -107,7 +114,8 @@ pub(crate) fn run(cli: Cli) -> Result<i32, Fail> {
         Command::Protocol(args) => protocol::run(args, json_out),
         Command::Replay(args) => replay::run(args, json_out),
         Command::Specs(args) => specs::run(args, json_out),
-        Command::Check(args) => check::run(args, cli.format),
+        Command::Check(args) => check::run(*args, cli.format),
+        Command::Merge(args) => merge::run(args, cli.format),
     }
 }
 

@@ -282,6 +282,41 @@ pub fn file(report: &Report) -> String {
 
 /// A folder's report as a page: the file table, then a section per file.
 pub fn folder(r: &FolderReport) -> String {
+    page(&r.path, &folder_body(r))
+}
+
+/// Several folders' reports (`check DIR…`, `merge`) as one page: a line per
+/// folder, then each folder's section as its own page has it.
+pub fn many(r: &crate::checker::many::ManyReport) -> String {
+    let mut body = format!("<h1>onnx-contract: {} folders {}</h1><table><tr><th>verdict</th><th>folder</th><th>files</th><th>first error</th></tr>", r.folders.len() + r.unchecked.len(), verdict_cell(r.verdict));
+    for f in &r.folders {
+        let first = f.errors().next().map_or(String::new(), |e| format!("{}: {}", e.code, e.message));
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+            verdict_cell(f.verdict),
+            esc(&f.path),
+            f.files.len(),
+            esc(&first)
+        );
+    }
+    for u in &r.unchecked {
+        let _ = write!(
+            body,
+            "<tr><td class=\"error\">ERROR</td><td><code>{}</code></td><td></td><td>{}</td></tr>",
+            esc(&u.path),
+            esc(&u.message)
+        );
+    }
+    body.push_str("</table>");
+    for f in &r.folders {
+        body.push_str(&folder_body(f).replacen("<h1>", "<h1 class=\"folder\">", 1));
+    }
+    page("onnx-contract: several folders", &body)
+}
+
+/// The body of a folder's page.
+fn folder_body(r: &FolderReport) -> String {
     let mut body = format!("<h1>onnx-contract: {} {}</h1>", esc(&r.path), verdict_cell(r.verdict));
     let _ = write!(
         body,
@@ -315,5 +350,5 @@ pub fn folder(r: &FolderReport) -> String {
     for f in failing.into_iter().chain(passing) {
         body.push_str(&file_section(&format!("{} ({})", f.path, f.role), &f.report));
     }
-    page(&r.path, &body)
+    body
 }

@@ -7,12 +7,14 @@
 mod brief;
 mod check;
 mod fixes;
+mod many;
 mod protocol;
 mod runtime;
 mod signature;
 
 pub use brief::{file_brief, folder_brief};
 pub use check::{check, findings_table, folder_check, verdict_line};
+pub use many::many;
 pub use protocol::{builtin_specs, protocol, replay};
 pub use runtime::runtime_section;
 pub use signature::{diff, folder, model_header, signature};
