@@ -33,6 +33,8 @@ const CASES: &[(&str, &str, &str, f64)] = &[
     // no encoder), 3-D multimodal positions through embed_tokens.onnx.
     ("gpt2-merged-decoders", "merged-decoder", "3,14,15,92", 1e-4),
     ("qwen2vl-tiny", "decoder-only", "3,14,15,92", 1e-4),
+    // optimum's text-generation without past: the whole prefix every call.
+    ("llama-no-cache", "no-cache", "3,14,15,92", 1e-4),
     // Cache forms of their own: a static cache (one token per call into fixed
     // buffers at cache_position, with and without a mask over the buffer), a
     // genai hybrid (shared max_length buffers, conv states), embeddings through

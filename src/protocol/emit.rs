@@ -31,7 +31,7 @@ pub fn program(p: &Protocol, lang: Lang) -> Result<String, String> {
         .loops
         .iter()
         .min_by_key(|l| match l.form.as_str() {
-            "merged-decoder" | "decoder-only" => 0,
+            "merged-decoder" | "decoder-only" | "no-cache" => 0,
             "split-pair" => 1,
             _ => 2,
         })
@@ -52,7 +52,8 @@ pub fn program(p: &Protocol, lang: Lang) -> Result<String, String> {
     // shared buffers grow as well: GroupQueryAttention takes either).
     let static_cache = plan.buffer.as_ref().is_some_and(|b| b.form == crate::plan::roles::CacheForm::StaticBuffer);
     let states = plan.self_past.iter().any(|c| c.fixed && !c.buffer);
-    let new_form = static_cache || states || plan.inputs_embeds.is_some() || l.form == "cross-from-encoder";
+    let new_form =
+        static_cache || states || plan.inputs_embeds.is_some() || l.form == "cross-from-encoder" || plan.is_cacheless();
     if new_form && lang != Lang::Python {
         return Err(
             "this form (fixed buffers, states, embeddings or cross caches from the encoder) is written in Python only: use --emit python".into()
@@ -327,7 +328,11 @@ fn python(s: &Spec<'_>) -> String {
         o,
         "            cross = {{p: out[q] for p, q, _, _ in CROSS_PAST}}  # step 0's, kept (later ones are dummies)"
     );
-    let _ = writeln!(o, "        past_len += n");
+    if p.is_cacheless() {
+        let _ = writeln!(o, "        # no cache: the next call re-feeds the whole prefix from position 0");
+    } else {
+        let _ = writeln!(o, "        past_len += n");
+    }
     let call = o;
     let mut o = outer;
     match p.tokens_per_call {
@@ -347,7 +352,14 @@ fn python(s: &Spec<'_>) -> String {
     let _ = writeln!(o, "        token = int(best[0])");
     let _ = writeln!(o, "        new.append(token)");
     let _ = writeln!(o, "        top5.append([[int(i), float(logits[i])] for i in best])");
-    let _ = writeln!(o, "        fed = np.array([[token]], dtype={ids_dtype})");
+    if p.is_cacheless() {
+        let _ = writeln!(
+            o,
+            "        fed = np.concatenate([fed, np.array([[token]], dtype={ids_dtype})], axis=1)  # the whole prefix, every call"
+        );
+    } else {
+        let _ = writeln!(o, "        fed = np.array([[token]], dtype={ids_dtype})");
+    }
     let _ = writeln!(o, "        if token == EOS and not a.ignore_eos:\n            break");
     let _ = writeln!(o, "    print(json.dumps({{\"ids\": new, \"top5\": top5}}))\n\n");
     let _ = writeln!(o, "if __name__ == \"__main__\":\n    main()");

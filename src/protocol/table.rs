@@ -149,10 +149,18 @@ fn rows(
         Some((t, _)) => t.to_string(),
         None => plan.dtype_of(name).to_string(),
     };
-    let new = if step0 && !seq2seq { "prompt_len" } else { "1" };
+    let cacheless = plan.is_cacheless();
+    let new = if cacheless && !step0 {
+        "prefix_len"
+    } else if step0 && !seq2seq {
+        "prompt_len"
+    } else {
+        "1"
+    };
     let ids_source = match (step0, seq2seq) {
         (true, true) => format!("[[decoder_start]]{}", start.map(|s| format!(" = [[{s}]]")).unwrap_or_default()),
         (true, false) => "the prompt's token ids".into(),
+        _ if cacheless => "the whole prefix again, the greedy token appended (no cache)".into(),
         _ => "[[the greedy token of the previous step]]".into(),
     };
     rows.push((plan.input_ids.clone(), plan.input_ids_dtype.to_string(), format!("[batch, {new}]"), ids_source));
@@ -184,6 +192,8 @@ fn rows(
     if let Some(name) = &plan.attention_mask {
         let (shape, src) = if step0 {
             ("[batch, prompt_len]", "ones(batch, prompt_len)")
+        } else if cacheless {
+            ("[batch, prefix_len]", "ones(batch, prefix_len)")
         } else {
             ("[batch, past_len + 1]", "ones(batch, past_len + new): past AND new tokens, whatever the dim name says")
         };
@@ -192,6 +202,8 @@ fn rows(
     if let Some(name) = &plan.position_ids {
         let (shape, src) = if step0 {
             ("[batch, prompt_len]", "arange(prompt_len)")
+        } else if cacheless {
+            ("[batch, prefix_len]", "arange(prefix_len): from 0 again")
         } else {
             ("[batch, 1]", "past_len + arange(new): continue the past")
         };
@@ -283,6 +295,7 @@ fn examples(rows: &[FeedRow], prompt_len: i64, enc_len: i64, step0: bool, seq2se
                 r.shape
                     .replace("batch", "1")
                     .replace("prompt_len", &prompt_len.to_string())
+                    .replace("prefix_len", &(prompt_len + step).to_string())
                     .replace("past_len + 1", &(past + 1).to_string())
                     .replace("past_len", &past.to_string())
                     .replace("enc_len", &enc_len.to_string())
@@ -301,6 +314,10 @@ fn plan_of(layout: &Layout, e: &Entry) -> Option<Plan> {
 
 fn rules(plan: &Plan, form: &str, e: &Entry) -> Vec<String> {
     let mut out = Vec::new();
+    if plan.is_cacheless() {
+        out.push("No cache: every call re-feeds the whole prefix, the mask over all of it and positions from 0; generating n tokens costs O(n²) token-passes (an export with past inputs runs one token per call).".to_string());
+        return out;
+    }
     if let Some(flag) = &plan.branch_flag {
         out.push(format!("`{flag}` is false at step 0 (with an empty past) and true at every later step; the inputs are the same on both branches."));
     }
@@ -355,6 +372,8 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
         let (form, step0_entry) = match e.role {
             Role::MergedDecoder => ("merged-decoder", e),
             Role::DecoderOnly => ("decoder-only", e),
+            // A decoder without past (not the prompt half of a legacy pair): the prefix every call.
+            Role::DecoderOnlyNoCache if layout.sibling(e, Role::DecoderOnly).is_none() => ("no-cache", e),
             Role::DecoderWithPast => match layout.sibling(e, Role::Decoder) {
                 Some(d) => ("split-pair", d),
                 None if layout.cross_from_encoder(e) => ("cross-from-encoder", e),
