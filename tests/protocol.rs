@@ -35,6 +35,8 @@ const CASES: &[(&str, &str, &str, f64)] = &[
     ("qwen2vl-tiny", "decoder-only", "3,14,15,92", 1e-4),
     // optimum's text-generation without past: the whole prefix every call.
     ("llama-no-cache", "no-cache", "3,14,15,92", 1e-4),
+    // optimum's legacy decoder-only pair: the prompt through decoder_model.onnx.
+    ("gpt2-legacy-pair", "split-pair", "3,14,15,92", 1e-4),
     // Cache forms of their own: a static cache (one token per call into fixed
     // buffers at cache_position, with and without a mask over the buffer), a
     // genai hybrid (shared max_length buffers, conv states), embeddings through

@@ -172,7 +172,7 @@ fn rows(
     let states_name = plan
         .encoder_hidden_states
         .clone()
-        .or_else(|| (form == "split-pair" && step0).then(|| "encoder_hidden_states".to_string()));
+        .or_else(|| (form == "split-pair" && step0 && seq2seq).then(|| "encoder_hidden_states".to_string()));
     if let Some(name) = states_name {
         let from = encoder
             .map(|e| format!("{e} → last_hidden_state (run once)"))
@@ -371,7 +371,14 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
     for e in layout.entries.iter().filter(|e| wanted(e)) {
         let (form, step0_entry) = match e.role {
             Role::MergedDecoder => ("merged-decoder", e),
-            Role::DecoderOnly => ("decoder-only", e),
+            // optimum's legacy decoder-only pair: the prompt through the no-past file.
+            Role::DecoderOnly => match layout
+                .sibling(e, Role::DecoderOnlyNoCache)
+                .filter(|d| d.sig.outputs.iter().any(|o| o.name.contains("present")))
+            {
+                Some(d) => ("split-pair", d),
+                None => ("decoder-only", e),
+            },
             // A decoder without past (not the prompt half of a legacy pair): the prefix every call.
             Role::DecoderOnlyNoCache if layout.sibling(e, Role::DecoderOnly).is_none() => ("no-cache", e),
             Role::DecoderWithPast => match layout.sibling(e, Role::Decoder) {
