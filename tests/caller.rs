@@ -516,3 +516,44 @@ fn the_seed_incident_from_a_digest_only_recorder_is_named_by_shape() {
     let summary = r["summary"].as_str().unwrap();
     assert!(!summary.contains("without an error"), "the trace records call 2's error: {summary}");
 }
+
+/// Correct real clients the tool was not built on (tests/traces/stress:
+/// beams finishing early, several returned sequences, penalties, beam
+/// sampling, several samples of one prompt, padded batches): each is "both
+/// fine". Several samples of one prompt are expanded like beams; their
+/// tokens are draws, not the best candidates, so they are independent rows.
+#[test]
+fn correct_real_clients_the_tool_was_not_built_on_are_both_fine() {
+    let dir = root().join("tests/traces/stress");
+    let mut traces: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    traces.sort();
+    assert!(traces.len() >= 30, "{traces:?}");
+    // Two at a time: the machine has two cores.
+    let judge = |t: &std::path::PathBuf| {
+        let name = t.file_name().unwrap().to_string_lossy().into_owned();
+        let model = format!("models/{}-tiny", name.split('-').next().unwrap());
+        let (code, r) = json(&["replay", "--format", "json", path_str(t), "--model", &model]);
+        (name, code, r["at_fault"].as_str().unwrap_or("?").to_string(), r["decoding"].to_string())
+    };
+    let (a, b) = traces.split_at(traces.len() / 2);
+    let results: Vec<_> = std::thread::scope(|s| {
+        let h = s.spawn(|| a.iter().map(judge).collect::<Vec<_>>());
+        let mut mine: Vec<_> = b.iter().map(judge).collect();
+        let mut all = h.join().unwrap();
+        all.append(&mut mine);
+        all
+    });
+    for (name, code, fault, decoding) in &results {
+        assert_eq!((*code, fault.as_str()), (0, "both fine"), "{name}: {decoding}");
+        if name.contains("sample-ret") {
+            assert!(decoding.contains("sampling"), "{name}: {decoding}");
+        }
+        if name.contains("-beam") && !name.contains("sample") {
+            assert!(decoding.contains("beam search"), "{name}: {decoding}");
+        }
+    }
+}

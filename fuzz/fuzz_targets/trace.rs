@@ -43,6 +43,7 @@ fuzz_target!(|data: &[u8]| {
             let row = onnx_contract::engine::events::RowScores {
                 argmax: next.first().copied().unwrap_or(0),
                 watched: next.iter().enumerate().map(|(k, &t)| (t, -(k as f64))).collect(),
+                top: next.iter().enumerate().map(|(k, &t)| (t, -(k as f64))).collect(),
             };
             scores.insert(c.call, vec![row; rows as usize]);
         }

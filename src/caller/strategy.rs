@@ -140,9 +140,45 @@ fn judge_generation(
     scores: &BTreeMap<usize, Vec<RowScores>>,
     findings: &mut Vec<Finding>,
 ) -> String {
+    judge_rows(plan, calls, scores, findings, None)
+}
+
+/// The generation read as independent rows (greedy or sampled each), when
+/// its expanded prompt turned out not to be beams.
+fn independent_rows(plan: &Plan, calls: &[&Call], scores: &BTreeMap<usize, Vec<RowScores>>) -> String {
+    judge_rows(plan, calls, scores, &mut Vec::new(), Some(1))
+}
+
+/// [`judge_generation`], with the group size given (`Some(1)`: no beams).
+fn judge_rows(
+    plan: &Plan,
+    calls: &[&Call],
+    scores: &BTreeMap<usize, Vec<RowScores>>,
+    out: &mut Vec<Finding>,
+    forced: Option<usize>,
+) -> String {
+    // Faults are kept only when the whole generation reads as beams.
+    let mut kept = Vec::new();
+    let line = judge_into(plan, calls, scores, &mut kept, forced);
+    // (A generation refuted as beams partway has no beam faults.)
+    if line.starts_with("beam search") {
+        out.extend(kept);
+    }
+    line
+}
+
+/// The body of [`judge_rows`]: faults go to `findings`, kept by the caller
+/// only when the generation is read as beams to the end.
+fn judge_into(
+    plan: &Plan,
+    calls: &[&Call],
+    scores: &BTreeMap<usize, Vec<RowScores>>,
+    findings: &mut Vec<Finding>,
+    forced: Option<usize>,
+) -> String {
     let Some(first) = calls.first() else { return String::new() };
     let rows = tokens(plan, first).map_or(0, |t| t.0);
-    let mut beams = group_size(plan, first);
+    let mut beams = forced.unwrap_or_else(|| group_size(plan, first));
     let mut running = crate::engine::rows::start_scores(rows, beams);
     let (mut greedy, mut sampled, mut chunks, mut judged) = (0usize, 0usize, 0usize, 0usize);
     let mut reordered: Vec<usize> = Vec::new();
@@ -175,6 +211,16 @@ fn judge_generation(
                 }
             }
             continue;
+        }
+        // Several samples of one prompt are expanded like beams: beams only
+        // when the fed tokens are the best candidates, group by group.
+        let groups = rows / beams;
+        let explained = (0..groups).all(|g| {
+            let r = g * beams..(g + 1) * beams;
+            crate::engine::rows::explains(&running[r.clone()], &toks[r.clone()], &rs[r], beams)
+        });
+        if !explained {
+            return independent_rows(plan, calls, scores);
         }
         // Each new beam's origin: the row of its group whose running score
         // plus the token's log-probability is highest (a pair taken once).

@@ -321,6 +321,10 @@ pub struct RowScores {
     /// `(token, log-probability)` of each watched token (-1e30 for an
     /// impossible one: JSON has no -inf).
     pub watched: Vec<(i64, f64)>,
+    /// The row's most likely tokens with their log-probabilities, best
+    /// first: the candidates a beam search chooses from.
+    #[serde(default)]
+    pub top: Vec<(i64, f64)>,
 }
 
 /// How the logits moved when one cached position was changed, in the windowed

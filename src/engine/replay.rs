@@ -177,7 +177,18 @@ pub(crate) fn row_scores(logits: &ArrayD<f32>, watch: &[i64]) -> Vec<crate::engi
                     watched.push((t, lp(t)));
                 }
             }
-            crate::engine::events::RowScores { argmax: argmax as i64, watched }
+            // Enough candidates for any group of these rows: a beam search's
+            // top 2 × beams come at most 2 × beams from one row.
+            let k = (2 * logits.shape()[0] + 2).min(64);
+            let mut order: Vec<(usize, f32)> = row.iter().copied().enumerate().collect();
+            let k = k.min(order.len());
+            if k > 0 {
+                order.select_nth_unstable_by(k - 1, |a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
+            }
+            order.truncate(k);
+            order.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0)));
+            let top = order.iter().map(|&(t, _)| (t as i64, lp(t as i64))).collect();
+            crate::engine::events::RowScores { argmax: argmax as i64, watched, top }
         })
         .collect()
 }

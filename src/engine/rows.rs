@@ -99,6 +99,40 @@ pub fn assign(beams: usize, running: &[f64], tokens: &[i64], scores: &[RowScores
     (origin, next)
 }
 
+/// Whether a beam search explains the tokens a group's rows were fed next:
+/// walking its candidates best first (each row's running score plus a top
+/// token's log-probability), every fed token is met before more than `beams`
+/// candidates were passed over (a finished hypothesis, a suppressed token).
+/// Independent rows (several samples of one prompt) are not: their tokens are
+/// draws, not the best candidates.
+pub fn explains(running: &[f64], tokens: &[i64], scores: &[RowScores], beams: usize) -> bool {
+    let mut candidates: Vec<(f64, i64)> =
+        scores.iter().zip(running).flat_map(|(s, r)| s.top.iter().map(move |(t, lp)| (r + lp, *t))).collect();
+    if candidates.is_empty() {
+        return true;
+    }
+    candidates.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(std::cmp::Ordering::Equal));
+    let mut left: Vec<i64> = tokens.to_vec();
+    let mut passed = 0;
+    for (_, t) in candidates {
+        if left.is_empty() {
+            return true;
+        }
+        match left.iter().position(|x| *x == t) {
+            Some(i) => {
+                left.swap_remove(i);
+            }
+            None => {
+                passed += 1;
+                if passed > beams {
+                    return false;
+                }
+            }
+        }
+    }
+    left.is_empty()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,7 +142,7 @@ mod tests {
         assert_eq!(group_size(&[3, 14, 3, 14, 3, 14], 2), 3);
         assert_eq!(group_size(&[3, 14, 3, 15], 2), 1);
         assert_eq!(group_size(&[1, 1, 2, 2, 2], 1), 1);
-        let s = |pairs: &[(i64, f64)]| RowScores { argmax: pairs[0].0, watched: pairs.to_vec() };
+        let s = |pairs: &[(i64, f64)]| RowScores { argmax: pairs[0].0, watched: pairs.to_vec(), top: pairs.to_vec() };
         // Step one of a group of 2: every beam comes from row 0 (row 1 starts far below).
         let scores = vec![s(&[(7, -0.1), (9, -0.5)]), s(&[(7, -0.1), (9, -0.5)])];
         let (o, run) = assign(2, &start_scores(2, 2), &[7, 9], &scores);
@@ -120,6 +154,14 @@ mod tests {
         assert_eq!(o, vec![0, 1]);
         let (o, _) = assign(2, &run, &[4, 5], &scores);
         assert_eq!(o, vec![1, 0]);
+        // Beams take the best candidates: (1, 4) at -0.6 and (0, 5) at -0.3; a draw of 4 from row 0 is not one.
+        assert!(explains(&run, &[5, 4], &scores, 2));
+        let wide = vec![
+            s(&[(5, -0.2), (4, -3.0), (6, -0.25), (7, -0.26), (8, -0.27)]),
+            s(&[(4, -0.1), (5, -2.0), (6, -0.3), (7, -0.31), (8, -0.32)]),
+        ];
+        assert!(explains(&run, &[5, 4], &wide, 2));
+        assert!(!explains(&run, &[8, 8], &wide, 2), "two draws far down the list are no beam search");
     }
 
     #[test]
