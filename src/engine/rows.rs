@@ -157,7 +157,7 @@ mod tests {
         // Beams take the best candidates: (1, 4) at -0.6 and (0, 5) at -0.3; a draw of 4 from row 0 is not one.
         assert!(explains(&run, &[5, 4], &scores, 2));
         let wide = vec![
-            s(&[(5, -0.2), (4, -3.0), (6, -0.25), (7, -0.26), (8, -0.27)]),
+            s(&[(5, -0.2), (6, -2.5), (7, -2.6), (8, -2.7), (4, -3.0)]),
             s(&[(4, -0.1), (5, -2.0), (6, -0.3), (7, -0.31), (8, -0.32)]),
         ];
         assert!(explains(&run, &[5, 4], &wide, 2));
