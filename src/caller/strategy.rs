@@ -87,18 +87,7 @@ fn group_size(plan: &Plan, first: &Call) -> usize {
     };
     let Some(rows) = ids.and_then(|t| t.shape.first()).and_then(|&r| usize::try_from(r).ok()) else { return 1 };
     let keys: Option<Vec<_>> = (0..rows).map(key).collect();
-    let Some(keys) = keys else { return 1 };
-    let mut runs = Vec::new();
-    let mut i = 0;
-    while i < rows {
-        let j = (i..rows).find(|&j| keys[j] != keys[i]).unwrap_or(rows);
-        runs.push(j - i);
-        i = j;
-    }
-    match runs.first() {
-        Some(&n) if n > 1 && runs.iter().all(|&r| r == n) => n,
-        _ => 1,
-    }
+    keys.map_or(1, |k| crate::engine::rows::equal_runs(&k))
 }
 
 /// For each row of `fed`, whether it equals row `origin[j]` of `present`:

@@ -224,6 +224,7 @@ pub fn describe(v: &ort::value::DynValue) -> TensorRecord {
         other => other,
     }
     .to_string();
+    use crate::engine::rows::digest_bytes;
     // The little-endian bytes (and small values) of the element types callers feed.
     let mut value = None;
     let bytes: Vec<u8> = if let Ok((_, data)) = v.try_extract_tensor::<f32>() {
@@ -242,12 +243,12 @@ pub fn describe(v: &ort::value::DynValue) -> TensorRecord {
     } else {
         Vec::new()
     };
-    let digest = digest_of(&dtype, &shape, &bytes);
+    let digest = digest_bytes(&dtype, &shape, &bytes);
     let rows = (shape.len() >= 2).then(|| {
         let n = usize::try_from(shape[0]).unwrap_or(0);
         let row_shape = &shape[1..];
         let per_row = bytes.len().checked_div(n).unwrap_or(0);
-        (0..n).map(|i| digest_of(&dtype, row_shape, &bytes[i * per_row..(i + 1) * per_row])).collect()
+        (0..n).map(|i| digest_bytes(&dtype, row_shape, &bytes[i * per_row..(i + 1) * per_row])).collect()
     });
     TensorRecord { dtype, shape, digest: Some(digest), rows, value }
 }
@@ -257,16 +258,6 @@ pub fn describe(v: &ort::value::DynValue) -> TensorRecord {
 /// positions of a prompt expanded per beam, for a re-run to reproduce.
 #[cfg(feature = "runtime")]
 const SMALL: usize = 4096;
-
-/// The recorders' digest: SHA-1 of the dtype name, the shape as Python prints
-/// a list and a newline, then the little-endian bytes.
-pub fn digest_of(dtype: &str, shape: &[i64], bytes: &[u8]) -> String {
-    let mut hasher = sha1_smol::Sha1::new();
-    hasher.update(dtype.as_bytes());
-    hasher.update(format!("{shape:?}\n").as_bytes());
-    hasher.update(bytes);
-    format!("sha1:{}", hasher.digest())
-}
 
 #[cfg(test)]
 mod tests {

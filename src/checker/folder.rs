@@ -53,7 +53,7 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
         Role::MergedDecoder => with_encoder("merged decoder: no-cache branch at step 0, cache branch after"),
         Role::DecoderOnly => {
             setup.window = folder.config.as_ref().and_then(|c| c.sliding_window.clone());
-            match folder.sibling(e, Role::DecoderOnlyNoCache).filter(|d| d.sig.outputs.iter().any(|o| o.name.contains("present"))) {
+            match folder.prompt_half(e) {
                 // optimum's legacy decoder-only pair: the prompt through the no-past
                 // file, whose presents start the cache; this file after.
                 Some(d) => {

@@ -231,7 +231,7 @@ impl Checker {
         setup: &Setup,
         findings: &mut Vec<Finding>,
     ) -> Result<Vec<RuntimeReport>, Error> {
-        use crate::engine::{child, locate, options};
+        use crate::engine::{locate, options};
         use crate::plan;
         let cacheless = crate::folder::roles::role_of(sig) == crate::folder::Role::DecoderOnlyNoCache;
         let pastless =
@@ -269,12 +269,7 @@ impl Checker {
                 return Ok(Vec::new());
             }
         };
-        let exe = match self.isolation {
-            Isolation::ChildProcess => Some(
-                std::env::current_exe().map_err(|e| Error::Internal(format!("cannot find this executable: {e}")))?,
-            ),
-            Isolation::InProcess => None,
-        };
+        let exe = self.runner()?;
         let (steps, short) = run_length(self.steps, self.deep, setup.window.as_ref().map(|w| w.size));
         findings.extend(short.map(|text| Finding::new(Code::RuntimeSkipped, crate::finding::Severity::Info, text)));
         let unprobed = crate::checks::window::MAX_PROBED as i64;
@@ -326,10 +321,7 @@ impl Checker {
                 options: options.clone(),
             };
             let source = lib.source.to_string();
-            let mut report = match &exe {
-                Some(exe) => child::run(exe, &job, &source, self.timeout, &|m: &str| self.progress(m)),
-                None => crate::checks::job::run_in_process(&job, &source),
-            };
+            let mut report = self.run_job(exe.as_deref(), &job, &source);
             report.parity_rule = Some(plan.tolerance.clone());
             report.cache_pairs = plan
                 .self_past
@@ -338,7 +330,7 @@ impl Checker {
                 .map(|c| (c.past.clone(), c.present.clone(), c.matched_by.clone()))
                 .collect();
             findings.extend(report.findings.iter().cloned());
-            if cacheless {
+            if plan.is_cacheless() {
                 findings.extend(no_cache_cost(&report));
             }
             reports.push(report);
@@ -354,7 +346,7 @@ impl Checker {
         model: &Path,
         sig: &crate::model::signature::Signature,
     ) -> Result<RuntimeReport, String> {
-        use crate::engine::{child, options};
+        use crate::engine::options;
         let lib = self.libraries()?.into_iter().next().ok_or("no ONNX Runtime")?;
         let options = options::Options { smoke: true, ..Default::default() };
         let job = options::Job {
@@ -363,11 +355,28 @@ impl Checker {
             plan: crate::plan::Plan::placeholder(sig),
             options,
         };
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-        Ok(match self.isolation {
-            Isolation::ChildProcess => child::run(&exe, &job, &lib.source.to_string(), self.timeout, &|_: &str| {}),
-            Isolation::InProcess => crate::checks::job::run_in_process(&job, &lib.source.to_string()),
-        })
+        let exe = self.runner().map_err(|e| e.to_string())?;
+        Ok(self.run_job(exe.as_deref(), &job, &lib.source.to_string()))
+    }
+
+    /// This executable when jobs run in a child process (crash isolation), `None` in-process.
+    #[cfg(feature = "runtime")]
+    fn runner(&self) -> Result<Option<PathBuf>, Error> {
+        match self.isolation {
+            Isolation::ChildProcess => std::env::current_exe()
+                .map(Some)
+                .map_err(|e| Error::Internal(format!("cannot find this executable: {e}"))),
+            Isolation::InProcess => Ok(None),
+        }
+    }
+
+    /// Runs `job` in the child `exe` (killed after the time limit) or in this process.
+    #[cfg(feature = "runtime")]
+    fn run_job(&self, exe: Option<&Path>, job: &crate::engine::options::Job, source: &str) -> RuntimeReport {
+        match exe {
+            Some(exe) => crate::engine::child::run(exe, job, source, self.timeout, &|m: &str| self.progress(m)),
+            None => crate::checks::job::run_in_process(job, source),
+        }
     }
 
     /// [`Checker::smoke`] without the runtime feature: nothing runs.

@@ -12,15 +12,22 @@ use ndarray::{ArrayD, Axis};
 /// SHA-1 of the dtype name, the shape as Python prints a list and a newline,
 /// then the little-endian bytes. `None` for a dtype not held as floats.
 pub fn digest_of(dtype: &str, a: &ArrayD<f32>) -> Option<String> {
-    let mut h = sha1_smol::Sha1::new();
     let shape: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
-    h.update(format!("{dtype}{shape:?}\n").as_bytes());
-    match dtype {
-        "float32" => a.iter().for_each(|x| h.update(&x.to_le_bytes())),
-        "float16" => a.iter().for_each(|x| h.update(&half::f16::from_f32(*x).to_le_bytes())),
+    let bytes: Vec<u8> = match dtype {
+        "float32" => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        "float16" => a.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes()).collect(),
         _ => return None,
-    }
-    Some(format!("sha1:{}", h.digest()))
+    };
+    Some(digest_bytes(dtype, &shape, &bytes))
+}
+
+/// The recorders' digest of a tensor's little-endian bytes: SHA-1 of the
+/// dtype name, the shape as Python prints a list and a newline, the bytes.
+pub fn digest_bytes(dtype: &str, shape: &[i64], bytes: &[u8]) -> String {
+    let mut h = sha1_smol::Sha1::new();
+    h.update(format!("{dtype}{shape:?}\n").as_bytes());
+    h.update(bytes);
+    format!("sha1:{}", h.digest())
 }
 
 /// The digest of each row along axis 0 (rank 2 and more).
@@ -46,11 +53,16 @@ pub fn group_size(ids: &[i64], per: usize) -> usize {
     if per == 0 || ids.is_empty() || !ids.len().is_multiple_of(per) {
         return 1;
     }
-    let rows: Vec<&[i64]> = ids.chunks(per).collect();
+    equal_runs(&ids.chunks(per).collect::<Vec<_>>())
+}
+
+/// The length of the runs of equal consecutive `keys` when every run is as
+/// long and longer than one (rows expanded per beam), else 1.
+pub fn equal_runs<T: PartialEq>(keys: &[T]) -> usize {
     let mut runs = Vec::new();
     let mut i = 0;
-    while i < rows.len() {
-        let j = (i..rows.len()).find(|&j| rows[j] != rows[i]).unwrap_or(rows.len());
+    while i < keys.len() {
+        let j = (i..keys.len()).find(|&j| keys[j] != keys[i]).unwrap_or(keys.len());
         runs.push(j - i);
         i = j;
     }

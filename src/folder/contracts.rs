@@ -102,11 +102,7 @@ fn adapt(c: &mut Contract, role: Role) {
             for r in c.outputs.iter_mut().filter(|r| r.name.starts_with("present")) {
                 r.optional = true;
             }
-            if let Some(m) = c.inputs.iter_mut().find(|r| r.name == "attention_mask") {
-                if let Some(slot) = m.shape.as_mut().and_then(|s| s.get_mut(1)) {
-                    *slot = DimRule::Any;
-                }
-            }
+            relax_axis(c, "attention_mask", 1);
             c.cache = None;
             c.name = format!("{}-no-cache", c.name);
         }
@@ -124,11 +120,7 @@ fn adapt(c: &mut Contract, role: Role) {
                 rule.order_key.0 += 1000;
                 c.inputs.push(rule);
             }
-            if let Some(m) = c.inputs.iter_mut().find(|r| r.name == "attention_mask") {
-                if let Some(slot) = m.shape.as_mut().and_then(|s| s.get_mut(1)) {
-                    *slot = DimRule::Any;
-                }
-            }
+            relax_axis(c, "attention_mask", 1);
             if let Some(k) = c.cache.as_mut() {
                 k.branch_flag = Some("use_cache_branch".into());
             }
@@ -241,9 +233,11 @@ pub fn split_head_dims(c: &mut Contract, key_dim: i64, value_dim: i64) {
     }
 }
 
-/// Any size on `axis` of output `name` (exporters spell a new-token count `"1"`).
+/// Any size on `axis` of input or output `name` (exporters spell a new-token
+/// count `"1"`; a merged file keeps its no-past half's mask axis name).
 fn relax_axis(c: &mut Contract, name: &str, axis: usize) {
-    if let Some(rule) = c.outputs.iter_mut().find(|r| r.name == name) {
+    let mut rules = c.inputs.iter_mut().chain(c.outputs.iter_mut());
+    if let Some(rule) = rules.find(|r| r.name == name) {
         if let Some(slot) = rule.shape.as_mut().and_then(|s| s.get_mut(axis)) {
             *slot = DimRule::Any;
         }

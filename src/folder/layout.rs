@@ -134,6 +134,13 @@ impl Layout {
         with(of.file.variant.as_ref()).or_else(|| with(None))
     }
 
+    /// optimum's legacy decoder-only pair: the no-past file beside the
+    /// with-past decoder `e` that returns presents (the prompt half, whose
+    /// presents start the cache).
+    pub fn prompt_half(&self, e: &Entry) -> Option<&Entry> {
+        self.sibling(e, Role::DecoderOnlyNoCache).filter(|d| d.sig.outputs.iter().any(|o| o.name.contains("present")))
+    }
+
     /// genai_config.json, when it describes this file.
     pub fn genai_for(&self, e: &Entry) -> Option<&GenaiConfig> {
         self.genai.as_ref().filter(|g| {

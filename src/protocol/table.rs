@@ -372,10 +372,7 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
         let (form, step0_entry) = match e.role {
             Role::MergedDecoder => ("merged-decoder", e),
             // optimum's legacy decoder-only pair: the prompt through the no-past file.
-            Role::DecoderOnly => match layout
-                .sibling(e, Role::DecoderOnlyNoCache)
-                .filter(|d| d.sig.outputs.iter().any(|o| o.name.contains("present")))
-            {
+            Role::DecoderOnly => match layout.prompt_half(e) {
                 Some(d) => ("split-pair", d),
                 None => ("decoder-only", e),
             },

@@ -15,7 +15,7 @@ use std::fmt::Write;
 const FILE_ROWS: usize = 24;
 
 /// `text` cut to `width` display columns, with an ellipsis (no limit in a pipe).
-fn clip(text: &str, width: Option<usize>) -> String {
+pub(super) fn clip(text: &str, width: Option<usize>) -> String {
     let Some(w) = width else { return text.to_string() };
     if textwrap::core::display_width(text) <= w {
         return text.to_string();

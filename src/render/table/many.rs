@@ -10,19 +10,7 @@ use std::fmt::Write;
 /// One line per folder, then the total.
 pub fn many(r: &ManyReport) -> String {
     let width = style().width.map(usize::from);
-    let clip = |s: String| match width {
-        Some(w) if textwrap::core::display_width(&s) > w => {
-            let mut out = String::new();
-            for ch in s.chars() {
-                if textwrap::core::display_width(&out) + 2 > w {
-                    break;
-                }
-                out.push(ch);
-            }
-            out + "…"
-        }
-        _ => s,
-    };
+    let clip = |s: String| super::brief::clip(&s, width);
     let mut out = String::new();
     for f in &r.folders {
         let what = match f.errors().next() {
