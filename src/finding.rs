@@ -105,6 +105,7 @@ codes! {
     CallerError = "caller-error": "A recorded call failed in ONNX Runtime (what the application saw).",
     PositionRows = "position-rows": "A decoder fed multimodal (3-D) positions whose rotary sections all read the first row: text-only calls are right, every image call is wrong.",
     NoCache = "no-cache": "A decoder-only export without a KV cache: driven by re-feeding the whole prefix every call (correct, but every generated token recomputes all before it; the cost is measured).",
+    InputUnread = "input-unread": "An input whose values matter (mask, positions, token ids, a past) reaches no node of the graph, or only its shape is read: what a caller feeds there changes nothing.",
     Repeatability = "repeatability": "The same step run twice on one session gives different outputs.",
     VariantDivergence = "variant-divergence": "A numeric variant (fp16, q4, quantized, …) departs from the folder's fp32 model by more than its numeric form explains.",
     ChunkAfterPast = "chunk-after-past": "Several tokens fed at once onto a non-empty cache (second prefill, speculative verification, chunked prefill) give other logits than recomputing the whole prefix.",

@@ -200,11 +200,16 @@ fn float16_presents_fed_back_into_float32_pasts_fail_where_a_caller_fails() {
     let (code, r) = check_folder("gpt2-fp16-presents");
     assert_eq!(code, 2);
     let f = file_report(&r, "model.onnx");
-    // The run leads: a caller feeding the presents back is refused at step 1, not silently cast.
+    // The cause leads (issue 34): the static cache-dtype finding explains the
+    // run's refusal at step 1, which is its evidence, not the headline.
     let first = &f["findings"][0];
-    assert_eq!(first["code"], "run-failed", "{:#}", f["findings"]);
-    assert_eq!(first["step"], 1);
-    assert!(first["message"].as_str().unwrap().contains("Unexpected input data type"), "{first}");
+    assert_eq!(first["code"], "cache-dtype", "{:#}", f["findings"]);
+    let cause = first["cause"].as_str().unwrap();
+    assert!(cause.contains("confirmed by the run: step 1") && cause.contains("Unexpected input data type"), "{first}");
+    let run =
+        f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "run-failed").expect("the refusal stays listed");
+    assert_eq!(run["step"], 1);
+    assert!(run["cause"].as_str().unwrap().contains("explained by the `cache-dtype` finding"), "{run}");
     let step1 = &f["runtimes"][0]["steps"][1]["feeds"];
     let past = step1.as_array().unwrap().iter().find(|x| x["name"] == "past_key_values.0.key").unwrap();
     assert_eq!(past["dtype"], "float16");

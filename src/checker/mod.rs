@@ -178,6 +178,7 @@ impl Checker {
         // The protocol read from the graph, once: its static faults, the run and the settling read it.
         let inferred = crate::plan::infer::infer(sig, &setup.hints);
         findings.extend(crate::plan::faults::present_dtypes(sig, &inferred));
+        findings.extend(crate::plan::faults::unread_inputs(sig, &inferred));
         // Decoder-only without position_ids: positions follow the past length inside
         // the graph, right at batch 1 and shifted for every left-padded row.
         let decoder_only = sig.input("encoder_hidden_states").is_none()
@@ -203,6 +204,7 @@ impl Checker {
                 let how = settle::Settle::of(&inferred, contract, setup.builtin_contract);
                 settle::settle(&mut findings, static_end, &runtimes, how);
             }
+            settle::unread_explains(&mut findings);
         }
         let summary = ModelSummary::of(shown, sig, Vec::new());
         Ok(Report::new(shown, Some(ContractInfo::of(contract)), summary, findings, runtimes))

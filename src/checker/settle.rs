@@ -82,7 +82,57 @@ pub(crate) fn settle(findings: &mut Vec<Finding>, static_end: usize, runtimes: &
         findings.extend(errors);
         findings.extend(statics);
         findings.extend(rest);
+        cause_first(findings);
     }
+}
+
+/// An input that reaches no node is the cause of the departures it can
+/// explain (a padded row, a chunk, a cached step): the graph's own fact
+/// replaces the run's general reading.
+pub(crate) fn unread_explains(findings: &mut [Finding]) {
+    let Some(unread) = findings.iter().find(|f| f.code == Code::InputUnread) else { return };
+    let cause = match &unread.cause {
+        Some(c) => format!("{}: {c}", unread.message),
+        None => unread.message.clone(),
+    };
+    for f in findings.iter_mut().filter(|f| f.severity == Severity::Error) {
+        if matches!(f.code, Code::BatchPadding | Code::ChunkAfterPast | Code::Parity) {
+            f.cause = Some(cause.clone());
+        }
+    }
+}
+
+/// Static findings that explain a runtime refusal, by what the runtime says.
+const EXPLAINS: &[(Code, &str)] = &[
+    (Code::CacheDtype, "Unexpected input data type"),
+    (Code::Dtype, "Unexpected input data type"),
+    (Code::DimStatic, "Got invalid dimensions"),
+];
+
+/// When a static finding explains the run's first failure (float16
+/// presents refused as float32 pasts, a fixed axis refused), the cause
+/// leads and the runtime's message becomes its evidence.
+pub(crate) fn cause_first(findings: &mut Vec<Finding>) {
+    let Some(run) = findings.iter().position(|f| f.code == Code::RunFailed && f.severity == Severity::Error) else {
+        return;
+    };
+    let message = findings[run].message.clone();
+    let Some(at) = findings.iter().position(|f| {
+        f.severity == Severity::Error && EXPLAINS.iter().any(|(c, says)| f.code == *c && message.contains(says))
+    }) else {
+        return;
+    };
+    let mut cause = findings.remove(at);
+    let evidence = format!("confirmed by the run: {message}");
+    cause.cause = Some(match cause.cause.take() {
+        Some(c) => format!("{c}; {evidence}"),
+        None => evidence,
+    });
+    let code = cause.code;
+    findings.insert(0, cause);
+    // The refusal stays listed, pointing at what explains it.
+    let run = run + usize::from(at > run);
+    findings[run].cause = Some(format!("explained by the `{code}` finding above"));
 }
 
 /// Whether the model's inferred protocol has a cache tensor for every past

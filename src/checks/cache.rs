@@ -4,6 +4,7 @@
 //! the cache (parity), step 0 run twice (repeatability), and the first
 //! non-finite node named when NaN/Inf appears.
 
+use crate::checks::experiments::{self, Departure};
 use crate::checks::repeatability;
 use crate::checks::step::{self, Expect};
 use crate::diagnose::cause::{failure_cause, first_line};
@@ -35,6 +36,8 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
     }
     let mut tokens = ctx.prompt.clone();
     let mut new_tokens = ctx.prompt.clone();
+    // The first departure's mechanism, found by experiment (step, cause).
+    let mut verdict: Option<(usize, String)> = None;
     // A decoder without any cache: every call re-feeds the whole prefix, as
     // its callers must (no parity to check: there is no cached path).
     let no_cache = plan.is_cacheless();
@@ -98,13 +101,17 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
 
         // Parity: the same position recomputed without the cache.
         let mut parity = None;
+        let mut reference = None;
         let mut recompute_seconds = None;
         if step > 0 && !no_cache {
             let t = Instant::now();
             let full = recompute(ctx, &tokens, dummy, &cache);
             recompute_seconds = Some(t.elapsed().as_secs_f64());
             match full {
-                Ok(full) => parity = out.floats.get(&plan.logits).map(|c| step::gap(c, &full)),
+                Ok(full) => {
+                    parity = out.floats.get(&plan.logits).map(|c| step::gap(c, &full));
+                    reference = Some(full);
+                }
                 Err(message) => issues.push(crate::engine::events::StepIssue::error(
                     Code::Parity,
                     format!("recomputing without cache failed: {}", first_line(&message)),
@@ -113,6 +120,33 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
             }
         }
         issues.extend(parity.and_then(|p| step::parity_issue(plan, p)));
+        // The first departing step: counterfactual runs find the mechanism;
+        // later departures of the same run share it.
+        let departs = |i: &crate::engine::events::StepIssue| matches!(i.code, Code::Parity | Code::CacheGrowth);
+        if let (None, Some(reference)) = (&verdict, reference.as_ref().filter(|_| issues.iter().any(departs))) {
+            let d = Departure {
+                step,
+                feeds: &feeds,
+                out: &out,
+                reference,
+                past_len: cache.past_len,
+                new_tokens: &new_tokens,
+                cache: &cache,
+            };
+            let v = experiments::explain(ctx, &d);
+            if !v.tried.is_empty() {
+                emit(Event::Probe {
+                    what: format!("experiments at step {step}: {}", v.tried.join("; ")),
+                    issues: vec![],
+                });
+            }
+            verdict = Some((step, v.cause));
+        }
+        if let Some((at, cause)) = &verdict {
+            for i in issues.iter_mut().filter(|i| departs(i) && i.cause.is_none()) {
+                i.cause = Some(if *at == step { cause.clone() } else { format!("as at step {at}: {cause}") });
+            }
+        }
         // NaN/Inf: name the first node that produced it, on the first such finding.
         let mut repro = None;
         if let Some(i) = issues.iter_mut().find(|i| i.code == Code::NonFinite) {

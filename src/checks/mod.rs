@@ -14,6 +14,7 @@ pub(crate) mod buffer;
 pub(crate) mod cache;
 pub(crate) mod chunk;
 pub(crate) mod encoder_only;
+pub(crate) mod experiments;
 pub(crate) mod job;
 pub(crate) mod levels;
 pub(crate) mod positions;

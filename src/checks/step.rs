@@ -73,11 +73,12 @@ pub(crate) fn step_outputs(plan: &Plan, out: &Outputs, e: &Expect) -> Vec<StepIs
             Some(s) if s.get(axis) != Some(&e.present_len) => issue(
                 Code::CacheGrowth,
                 format!(
-                    "`{}` has length {} on axis {axis}, expected {} (past + {} new): the cache does not grow by the tokens fed",
+                    "`{}` has length {} on axis {axis}, expected {} (past + {} new): {}",
                     c.present,
                     s.get(axis).map(|v| v.to_string()).unwrap_or("?".into()),
                     e.present_len,
-                    e.new_tokens
+                    e.new_tokens,
+                    growth(s.get(axis).copied(), e.present_len - e.new_tokens as i64, e.new_tokens as i64)
                 ),
                 &c.present,
             ),
@@ -105,6 +106,26 @@ pub(crate) fn step_outputs(plan: &Plan, out: &Outputs, e: &Expect) -> Vec<StepIs
         }
     }
     issues
+}
+
+/// What a present's length says about how the graph writes the cache, from
+/// the past length fed and the tokens fed: the arithmetic, not a guess.
+pub(crate) fn growth(got: Option<i64>, past: i64, new: i64) -> String {
+    let Some(got) = got else { return "the cache does not grow by the tokens fed".into() };
+    let grown = got - past;
+    if new > 0 && grown > new && grown % new == 0 {
+        let k = grown / new;
+        return format!(
+            "the cache grows by {k} × the tokens fed ({got} after a past of {past} and {new} new): each new entry is appended {k} times"
+        );
+    }
+    if past > 0 && got == new {
+        return format!("the present holds only the {new} new tokens: the past fed ({past}) is dropped, not extended");
+    }
+    if past > 0 && got == past {
+        return "the present is the past fed, unchanged: the new tokens are not appended".into();
+    }
+    "the cache does not grow by the tokens fed".into()
 }
 
 /// Cached against uncached logits at the last position, in f64.
@@ -174,4 +195,20 @@ pub(crate) fn parity_issue(plan: &Plan, g: Gap) -> Option<StepIssue> {
             Some(&plan.logits),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::growth;
+
+    #[test]
+    fn growth_names_the_arithmetic() {
+        // A 4-token prompt whose key is appended twice: 8.
+        assert!(growth(Some(8), 0, 4).contains("2 × the tokens fed"), "{}", growth(Some(8), 0, 4));
+        assert!(growth(Some(7), 5, 1).contains("2 × the tokens fed"));
+        assert!(growth(Some(1), 5, 1).contains("past fed (5) is dropped"));
+        assert!(growth(Some(5), 5, 1).contains("unchanged"));
+        assert_eq!(growth(Some(3), 5, 1), "the cache does not grow by the tokens fed");
+        assert_eq!(growth(None, 5, 1), "the cache does not grow by the tokens fed");
+    }
 }

@@ -54,6 +54,19 @@ pub(crate) fn recompute(
     cache: &Cache,
 ) -> Result<ArrayD<f32>, String> {
     let plan = &ctx.job.plan;
+    let logits = plan.logits.clone();
+    let out = uncached_outputs(ctx, tokens, dummy, cache)?;
+    out.floats.get(&logits).cloned().ok_or_else(|| format!("no `{logits}` from the uncached run"))
+}
+
+/// Every output of the whole prefix run without cache (see [`recompute`]).
+pub(crate) fn uncached_outputs(
+    ctx: &mut Ctx<'_>,
+    tokens: &[Vec<i64>],
+    dummy: i64,
+    cache: &Cache,
+) -> Result<crate::engine::feeds::Outputs, String> {
+    let plan = &ctx.job.plan;
     let states = ctx.encoder_states.as_ref();
     let out = match ctx.no_cache.as_mut() {
         Some(side) => {
@@ -80,7 +93,7 @@ pub(crate) fn recompute(
             run(&mut ctx.session, &feeds)?
         }
     };
-    out.floats.get(&plan.logits).cloned().ok_or_else(|| format!("no `{}` from the uncached run", plan.logits))
+    Ok(out)
 }
 
 /// The last logits of `tokens` fed `k` per call onto fresh (zeroed) buffers.

@@ -225,13 +225,6 @@ impl RuntimeReport {
                     f.node = i.node;
                     f.cause = i.cause;
                     f.repair = i.repair;
-                    if code == Code::Parity && f.message.contains("max |Δ|") {
-                        f.cause = Some(
-                            "the cache runs but is used wrongly: positions that do not continue from the cache length \
-                             (position_ids), a mask that does not cover the past, or presents written at the wrong offset"
-                                .into(),
-                        );
-                    }
                     let f = self.finding(f);
                     self.findings.push(f);
                 }

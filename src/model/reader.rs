@@ -114,6 +114,7 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
         counts.visit_node(node);
     }
     let input_reach = reach(graph, &inputs, &counts.subgraph_readers);
+    let input_readers = direct_readers(graph, &inputs, &counts.subgraph_readers);
     let mut weight_elements = std::collections::BTreeMap::new();
     for t in &graph.initializer {
         let n: u64 = t.dims.iter().map(|&d| d.max(0) as u64).product();
@@ -144,6 +145,7 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
         external_data,
         file_size: 0,
         input_reach,
+        input_readers,
     })
 }
 
@@ -254,6 +256,24 @@ fn reach(
             ops.extend(sub.iter().cloned());
         }
         out.insert(port.name.clone(), ops);
+    }
+    out
+}
+
+/// For every graph input, the op types of the nodes that read it directly.
+fn direct_readers(
+    graph: &pb::GraphProto,
+    inputs: &[Port],
+    subgraph_readers: &HashMap<String, std::collections::BTreeSet<String>>,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut out: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        inputs.iter().map(|p| (p.name.clone(), subgraph_readers.get(&p.name).cloned().unwrap_or_default())).collect();
+    for n in &graph.node {
+        for input in &n.input {
+            if let Some(ops) = out.get_mut(input.as_str()) {
+                ops.insert(n.op_type.clone().unwrap_or_default());
+            }
+        }
     }
     out
 }

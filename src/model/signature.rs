@@ -356,12 +356,29 @@ pub struct Signature {
     /// used for, when its name does not say (`cache_position` reaching a
     /// ScatterND that writes the past).
     pub input_reach: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// For every graph input, the operators that read it directly (main
+    /// graph and subgraphs): none means the input reaches no node; only
+    /// `Shape`/`Size` means its values are never read.
+    pub input_readers: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 impl Signature {
     /// The input named `name`.
     pub fn input(&self, name: &str) -> Option<&Port> {
         self.inputs.iter().find(|p| p.name == name)
+    }
+
+    /// Why the values fed as `name` cannot affect any output, when they
+    /// cannot: it reaches no node, or only its shape is read.
+    pub fn unread(&self, name: &str) -> Option<&'static str> {
+        let readers = self.input_readers.get(name)?;
+        if readers.is_empty() {
+            Some("reaches no node of the graph")
+        } else if readers.iter().all(|op| op == "Shape" || op == "Size") {
+            Some("is read only for its shape: its values reach no node")
+        } else {
+            None
+        }
     }
 
     /// The output named `name`.

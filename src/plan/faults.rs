@@ -26,6 +26,34 @@ pub fn present_dtypes(sig: &Signature, inferred: &super::roles::Inferred) -> Vec
         .collect()
 }
 
+/// Inputs whose values must matter but reach no node (or only `Shape`):
+/// the graph's own fact, said whatever the run shows.
+pub fn unread_inputs(sig: &Signature, inferred: &super::roles::Inferred) -> Vec<Finding> {
+    use super::roles::InputRole as R;
+    inferred
+        .inputs
+        .iter()
+        .filter_map(|p| {
+            let consequence = match p.role {
+                R::AttentionMask => "padding is attended: a left-padded row departs from the same prompt alone",
+                R::EncoderMask => "the encoder's padding is attended: a padded source row departs from the row alone",
+                R::PositionIds => "positions come from elsewhere in the graph: left-padded rows and chunks get the positions the graph assumes, not those fed",
+                R::CachePosition => "the cache slots written do not follow what is fed",
+                R::Past => "the past is ignored: every cached step sees only its new tokens",
+                R::TokenIds | R::InputsEmbeds => "the tokens fed do not change the output",
+                R::PixelValues | R::AudioFeatures | R::AudioSamples => "the input fed does not change the output",
+                _ => return None,
+            };
+            let how = sig.unread(&p.name)?;
+            Some(
+                Finding::warning(Code::InputUnread, format!("`{}` {how}", p.name))
+                    .tensor(&p.name)
+                    .cause(Some(consequence.to_string())),
+            )
+        })
+        .collect()
+}
+
 /// The first input the plan cannot place, with the inference's reason.
 pub fn unplaced(plan: &super::Plan, inferred: &super::roles::Inferred, sig: &Signature) -> Option<Finding> {
     let first = plan.unknown_inputs.first()?;

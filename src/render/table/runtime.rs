@@ -61,6 +61,9 @@ pub fn runtime_section(r: &RuntimeReport) -> String {
             w.size, w.source, w.past_len, w.outside, w.inside
         );
     }
+    for p in &r.probes {
+        let _ = writeln!(out, "{p}");
+    }
     if let Some(l) = &r.levels {
         let worst = l.steps.iter().fold((0.0, 0.0), |w: (f64, f64), s| (w.0.max(s.1), w.1.max(s.2)));
         let _ = writeln!(
