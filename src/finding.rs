@@ -106,6 +106,8 @@ codes! {
     PositionRows = "position-rows": "A decoder fed multimodal (3-D) positions whose rotary sections all read the first row: text-only calls are right, every image call is wrong.",
     NoCache = "no-cache": "A decoder-only export without a KV cache: driven by re-feeding the whole prefix every call (correct, but every generated token recomputes all before it; the cost is measured).",
     InputUnread = "input-unread": "An input whose values matter (mask, positions, token ids, a past) reaches no node of the graph, or only its shape is read: what a caller feeds there changes nothing.",
+    Rotary = "rotary": "The graph's rotary position embedding is not the one config.json states (rope_theta, partial_rotary_factor, rope_scaling of any transformers type): measured on the graph's own rotary subgraph, with the parameter and the first position where it matters.",
+    RotaryUnaudited = "rotary-unaudited": "config.json states a rotary embedding, but the graph's could not be measured (no `Cos` node: precomputed tables or a fused operator) or the config's rope fields cannot be read: said, never guessed.",
     Repeatability = "repeatability": "The same step run twice on one session gives different outputs.",
     VariantDivergence = "variant-divergence": "A numeric variant (fp16, q4, quantized, …) departs from the folder's fp32 model by more than its numeric form explains.",
     ChunkAfterPast = "chunk-after-past": "Several tokens fed at once onto a non-empty cache (second prefill, speculative verification, chunked prefill) give other logits than recomputing the whole prefix.",

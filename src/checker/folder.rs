@@ -45,6 +45,9 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
         None if embeds => format!("{what}, seeded embeddings per token id (the folder has no embedding model)"),
         None => what,
     };
+    if matches!(e.role, Role::MergedDecoder | Role::DecoderOnly | Role::DecoderWithPast | Role::DecoderOnlyNoCache) {
+        setup.rope = folder.rope.clone().and_then(Result::ok);
+    }
     let text = match e.role {
         // optimum's `merge_decoders` of a decoder-only pair: no encoder at all.
         Role::MergedDecoder if !crate::folder::contracts::is_seq2seq(&e.sig) => {
@@ -164,7 +167,13 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
         }
         Some(contract) => {
             let contract = contract?;
-            let pre = folder.mismatches(e);
+            let mut pre = folder.mismatches(e);
+            if let (Some(Err(why)), true) = (&folder.rope, e.role.is_decoder()) {
+                pre.push(Finding::warning(
+                    Code::RotaryUnaudited,
+                    format!("{why}: the rotary embedding is not audited"),
+                ));
+            }
             let setup = Setup { builtin_contract: folder.genai_for(e).is_none(), ..setup };
             let report = checker.check_file(&e.file.path, &shown, &e.sig, &contract, &setup, pre.clone())?;
             // The encoder brought ONNX Runtime down: that is the encoder's finding,

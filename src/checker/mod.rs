@@ -64,6 +64,8 @@ struct Setup {
     /// An encoder alone (no decoder in its folder), driven as its own
     /// product with ids below this vocabulary size.
     encoder_only: Option<i64>,
+    /// The rotary embedding the folder's config.json states, audited against the graph's.
+    rope: Option<crate::folder::rope::Rope>,
 }
 
 /// Builds and runs a check. Defaults: 4 steps, batch 1, seed 0, the runtime
@@ -307,6 +309,7 @@ impl Checker {
                     .and_then(|p| p.ty.tensor_parts())
                     .and_then(|(_, d)| d.and_then(|d| d.first().cloned()))
                     .is_some_and(|d| !matches!(d, crate::model::signature::Dim::Fixed(_))),
+            rope: setup.rope.clone(),
             repro: self.repro_to(),
             ..Default::default()
         };

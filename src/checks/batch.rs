@@ -184,6 +184,7 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
         }
         run_calls(ctx, &batch, &calls)
     };
+    let prompts = vec![long.clone(), short.clone()];
     let runs = [run_batch(vec![long.clone()]), run_batch(vec![short.clone()]), run_batch(vec![long, short])];
     let [alone0, alone1, both] = match all_three(runs) {
         Ok(r) => r,
@@ -208,9 +209,34 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
             None => "the model takes no position_ids: it derives positions from the past length, so every left-padded row is shifted by its padding".into(),
             Some(p) => format!("`{p}` = cumsum(mask) - 1 was fed, yet the padded row differs: the mask or the positions are not honoured inside the graph"),
         });
+        // NaN/Inf in the padded row: the node that made it, as for a step.
+        if !abs.is_finite() && step == 0 {
+            if let Some(n) = non_finite_at_prompt(ctx, prompts) {
+                i.node = Some(n.display);
+                i.cause = Some(n.cause);
+            }
+        }
         issues.push(i);
     }
     emit(Event::Batch { rows, issues });
+}
+
+/// The first non-finite node of the padded batch's prompt call.
+fn non_finite_at_prompt(
+    ctx: &mut Ctx<'_>,
+    prompts: Vec<Vec<i64>>,
+) -> Option<crate::diagnose::non_finite::NonFiniteNode> {
+    let job = ctx.job;
+    let plan = &job.plan;
+    let batch = Padded::new(prompts);
+    let b = batch.rows.len();
+    let pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
+        .self_past
+        .iter()
+        .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::cache_zeros(c, plan.seq_axis, Some(b), 0)))
+        .collect();
+    let feeds = ctx.embedded(padded_step(plan, &batch, &batch.rows, 0, &pasts, 0)).ok()?;
+    crate::diagnose::non_finite::first_non_finite(ctx.env, &job.model, &feeds, &job.options)
 }
 
 #[cfg(test)]

@@ -85,6 +85,10 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
     if job.options.deep {
         crate::checks::levels::compare(&mut ctx, emit);
     }
+    // What config.json says the model computes: the rotary frequencies, measured on the graph.
+    if let Some(rope) = job.options.rope.clone().filter(|_| job.plan.family != crate::plan::Family::EncoderOnly) {
+        crate::checks::rotary::audit(&mut ctx, &rope, emit);
+    }
     if let Some((reference, ref_plan)) = job.options.compare_to.clone() {
         crate::checks::variant::compare(&mut ctx, &reference, &ref_plan, emit);
     }

@@ -19,6 +19,7 @@ pub(crate) mod job;
 pub(crate) mod levels;
 pub(crate) mod positions;
 pub(crate) mod repeatability;
+pub(crate) mod rotary;
 pub(crate) mod smoke;
 pub(crate) mod source_batch;
 pub(crate) mod step;

@@ -120,7 +120,9 @@ pub(crate) fn growth(got: Option<i64>, past: i64, new: i64) -> String {
         );
     }
     if past > 0 && got == new {
-        return format!("the present holds only the {new} new tokens: the past fed ({past}) is dropped, not extended");
+        return format!(
+            "the present holds only the {new} token(s) fed: the past fed ({past}) is dropped, not extended"
+        );
     }
     if past > 0 && got == past {
         return "the present is the past fed, unchanged: the new tokens are not appended".into();

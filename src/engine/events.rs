@@ -58,6 +58,11 @@ impl StepIssue {
             repair: None,
         }
     }
+
+    /// Information: what was not measured, and why.
+    pub fn info(code: Code, message: String, tensor: Option<&str>) -> Self {
+        StepIssue { severity: Severity::Info, ..StepIssue::error(code, message, tensor) }
+    }
 }
 
 /// The node ONNX Runtime failed in, and what its inputs really were.

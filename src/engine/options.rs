@@ -66,6 +66,9 @@ pub struct Options {
     /// `--deep`: the first run's steps are re-run with graph optimizations disabled.
     #[serde(default)]
     pub deep: bool,
+    /// The rotary embedding the folder's config states, audited against the graph's.
+    #[serde(default)]
+    pub rope: Option<crate::folder::rope::Rope>,
     /// `--repro DIR`: write a minimal reproduction of each failing or
     /// diverging node there.
     #[serde(default)]
@@ -173,6 +176,7 @@ impl Default for Options {
             compare_encoder: None,
             window: None,
             deep: false,
+            rope: None,
             repro: None,
         }
     }

@@ -38,6 +38,8 @@ pub struct Layout {
     pub sizes: BTreeMap<String, Size>,
     /// `.onnx` entries that are not readable model files (dangling or looping links, directories).
     pub odd: Vec<crate::folder::discover::OddFile>,
+    /// The rotary embedding config.json states, or what is malformed in it.
+    pub rope: Option<Result<crate::folder::rope::Rope, String>>,
 }
 
 /// The file whose signature sizes the folder when config.json is silent:
@@ -95,7 +97,8 @@ impl Layout {
         let family = family_of(forced, model_type.or(genai.as_ref().and_then(|g| g.model_type.as_deref())), seq2seq);
         let sizes =
             sizes::resolve(&stated(config.as_ref(), genai.as_ref()), main.map(|e| (e.file.rel.as_str(), &e.sig)));
-        Ok(Layout { entries, config, genai, family, sizes, odd })
+        let rope = crate::folder::rope::read(dir);
+        Ok(Layout { entries, config, genai, family, sizes, odd, rope })
     }
 
     /// One file judged alone (its folder holds broken neighbours).
@@ -114,7 +117,8 @@ impl Layout {
         let seq2seq = contracts::is_seq2seq(&sig);
         let family = family_of(forced, config.as_ref().and_then(|c| c.model_type.as_deref()), seq2seq);
         let sizes = sizes::resolve(&stated(config.as_ref(), genai.as_ref()), Some((&file.rel, &sig)));
-        Ok(Layout { entries: vec![Entry { file, sig, role }], config, genai, family, sizes, odd: Vec::new() })
+        let rope = crate::folder::rope::read(dir);
+        Ok(Layout { entries: vec![Entry { file, sig, role }], config, genai, family, sizes, odd: Vec::new(), rope })
     }
 
     /// Whether the folder's encoder computes every cross-attention past of `e`

@@ -11,6 +11,7 @@ pub mod genai;
 pub mod init;
 pub mod layout;
 pub mod roles;
+pub mod rope;
 pub mod sizes;
 pub mod summary;
 pub mod window;

@@ -1,0 +1,120 @@
+//! What config.json says the model computes (issue 29): the rotary
+//! frequencies measured on the graph's own rotary subgraph against those
+//! transformers derives from the folder's config. Fixtures are optimum
+//! exports (models/generate_rope.py, each verified against PyTorch loaded
+//! from the folder's own config).
+
+mod common;
+use common::{check_folder, file_report};
+use serde_json::Value;
+
+fn audit_line(f: &Value) -> String {
+    f["runtimes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["probes"].as_array().cloned().unwrap_or_default())
+        .map(|p| p.as_str().unwrap().to_string())
+        .find(|p| p.starts_with("rotary audit"))
+        .unwrap_or_else(|| panic!("no audit: {f:#}"))
+}
+
+fn rotary_error(dir: &str) -> String {
+    let (code, r) = check_folder(dir);
+    assert_eq!(code, 2, "{dir}: {r:#}");
+    let f = file_report(&r, "model.onnx");
+    let first = &f["findings"][0];
+    assert_eq!(first["code"], "rotary", "{dir}: {first:#}");
+    first["message"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn dropped_llama3_scaling_is_named_with_its_first_position() {
+    let m = rotary_error("rope-llama3-dropped");
+    assert!(
+        m.contains("unscaled frequencies (rope_theta 10000)") && m.contains("rope_scaling llama3 (factor 8)"),
+        "{m}"
+    );
+    assert!(m.contains("from position 1 it computes another model"), "{m}");
+}
+
+#[test]
+fn a_theta_changed_after_export_is_named() {
+    let m = rotary_error("rope-theta-changed");
+    assert!(m.contains("the graph applies rope_theta 10000 where config.json says 500000"), "{m}");
+}
+
+#[test]
+fn longrope_baked_at_the_short_factors_is_named_at_the_switch() {
+    let m = rotary_error("rope-longrope-short");
+    assert!(
+        m.contains(
+            "longrope: the graph holds the short factors only; from position 32 (original_max_position_embeddings)"
+        ),
+        "{m}"
+    );
+}
+
+#[test]
+fn good_exports_of_every_rope_type_pass_with_the_figure() {
+    for (dir, want) in [
+        ("rope-llama3", "llama3 (factor 8)"),
+        ("rope-linear", "linear (factor 2)"),
+        ("rope-longrope", "at sequence lengths [32, 33]"),
+        ("rope-yarn", "cos/sin scale 1.138629"),
+        ("rope-partial", "4 frequencies"),
+        ("gemma3-tiny", "rope_local_base_freq 10000"),
+        ("llama-tiny", "rope_theta 10000"),
+    ] {
+        let (code, r) = check_folder(dir);
+        assert_eq!(code, 0, "{dir}: {r:#}");
+        let line = audit_line(file_report(&r, "model.onnx"));
+        assert!(line.contains(want) && line.contains("match"), "{dir}: {line}");
+    }
+}
+
+#[test]
+fn precomputed_tables_are_said_unaudited_never_guessed() {
+    let (code, r) = check_folder("llama-genai");
+    assert_eq!(code, 0, "{r:#}");
+    let f = file_report(&r, "model.onnx");
+    let i = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "rotary-unaudited").expect("said");
+    assert_eq!(i["severity"], "info");
+}
+
+#[test]
+fn malformed_rope_fields_are_named_never_a_panic() {
+    for (field, value, said) in [
+        ("rope_scaling", serde_json::json!({"rope_type": "wild", "factor": 2.0}), "`rope_scaling` type `wild`"),
+        ("rope_theta", serde_json::json!("big"), "`rope_theta` is \"big\", not a number"),
+        ("rope_scaling", serde_json::json!({"rope_type": "llama3", "factor": 8.0}), "`low_freq_factor` is missing"),
+        ("head_dim", serde_json::json!(1e30), "rotated width"),
+    ] {
+        let dir = std::env::temp_dir().join(format!("onnx-contract-rope-{}-{field}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in ["model.onnx", "generation_config.json"] {
+            std::fs::copy(format!("models/llama-tiny/{f}"), dir.join(f)).unwrap();
+        }
+        let mut c: Value =
+            serde_json::from_str(&std::fs::read_to_string("models/llama-tiny/config.json").unwrap()).unwrap();
+        c[field] = value;
+        std::fs::write(dir.join("config.json"), c.to_string()).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_onnx-contract"))
+            .args(["check", dir.to_str().unwrap(), "--format", "json", "--no-fetch", "--static-only"])
+            .output()
+            .unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{field}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let f = file_report(&r, "model.onnx");
+        let w = f["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["code"] == "rotary-unaudited")
+            .unwrap_or_else(|| panic!("{field}: {f:#}"));
+        assert_eq!(w["severity"], "warning");
+        assert!(w["message"].as_str().unwrap().contains(said), "{field}: {w:#}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
