@@ -66,6 +66,9 @@ fn swapped_if_branches_are_confirmed_with_the_flag_inverted() {
     let c = cause(&first);
     assert!(c.contains("`use_cache_branch` false restores parity") && c.contains("branches are exchanged"), "{c}");
     assert!(restored(c) < 1e-5, "{c}");
+    // The graph's own fact: the branch taken when the flag is true reads no past.
+    let b = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "branch-swapped").expect("branch-swapped");
+    assert!(b["message"].as_str().unwrap().contains("reads the pasts only in its else-branch"), "{b:#}");
     // A merged decoder-only file is described as one, not as seeded encoder states.
     let driven = f["driven_as"].as_str().unwrap();
     assert!(driven.contains("merged decoder-only") && !driven.contains("encoder"), "{driven}");

@@ -118,3 +118,31 @@ fn malformed_rope_fields_are_named_never_a_panic() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+#[test]
+fn special_tokens_outside_the_vocabulary_are_named() {
+    let dir = std::env::temp_dir().join(format!("onnx-contract-tokens-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy("models/llama-tiny/model.onnx", dir.join("model.onnx")).unwrap();
+    std::fs::copy("models/llama-tiny/config.json", dir.join("config.json")).unwrap();
+    // Llama 3's end tokens in a 1000-token model: generation never stops on them.
+    std::fs::write(dir.join("generation_config.json"), r#"{"bos_token_id": 1, "eos_token_id": [2, 128001]}"#).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_onnx-contract"))
+        .args(["check", dir.to_str().unwrap(), "--format", "json", "--no-fetch", "--static-only"])
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = file_report(&r, "model.onnx");
+    let bad: Vec<&Value> =
+        f["findings"].as_array().unwrap().iter().filter(|x| x["code"] == "config-mismatch").collect();
+    assert_eq!(bad.len(), 1, "{bad:#?}");
+    let m = bad[0]["message"].as_str().unwrap();
+    assert!(
+        m.contains(
+            "generation_config.json: eos_token_id[1] = 128001 is not a token of model.onnx's vocabulary (1000 logits)"
+        ),
+        "{m}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

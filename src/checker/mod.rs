@@ -181,6 +181,7 @@ impl Checker {
         let inferred = crate::plan::infer::infer(sig, &setup.hints);
         findings.extend(crate::plan::faults::present_dtypes(sig, &inferred));
         findings.extend(crate::plan::faults::unread_inputs(sig, &inferred));
+        findings.extend(crate::plan::faults::swapped_branches(sig, &inferred));
         // Decoder-only without position_ids: positions follow the past length inside
         // the graph, right at batch 1 and shifted for every left-padded row.
         let decoder_only = sig.input("encoder_hidden_states").is_none()

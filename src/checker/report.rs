@@ -223,6 +223,13 @@ pub struct Fixed {
     pub verdict: Verdict,
     /// Its files that still fail.
     pub failing: Vec<String>,
+    /// Whether it was written: only a repaired copy whose check passes is.
+    #[serde(default = "written_default")]
+    pub written: bool,
+}
+
+fn written_default() -> bool {
+    true
 }
 
 impl FolderReport {

@@ -132,7 +132,11 @@ pub(crate) fn cause_first(findings: &mut Vec<Finding>) {
     findings.insert(0, cause);
     // The refusal stays listed, pointing at what explains it.
     let run = run + usize::from(at > run);
-    findings[run].cause = Some(format!("explained by the `{code}` finding above"));
+    let said = findings[run].cause.take();
+    findings[run].cause = Some(match said {
+        Some(c) => format!("explained by the `{code}` finding above: {c}"),
+        None => format!("explained by the `{code}` finding above"),
+    });
 }
 
 /// Whether the model's inferred protocol has a cache tensor for every past

@@ -290,8 +290,17 @@ fn remedies(
     let found = onnx_contract::remedy::try_all(report, folder, &|dir| checker.run_folder(dir)).map_err(internal)?;
     report.remedies = found.tried.clone();
     if let Some(out) = fix_out {
-        onnx_contract::remedy::write_fixed(folder, &found, out).map_err(internal)?;
-        let again = checker.run_folder(out)?;
+        // The repaired copy is checked where it is staged; only one that passes is written.
+        let name = out.file_name().map_or("fixed".into(), |n| n.to_string_lossy().into_owned());
+        let staging = out.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+        onnx_contract::remedy::write_fixed(folder, &found, &staging).map_err(internal)?;
+        let again = checker.run_folder(&staging);
+        let passes = again.as_ref().is_ok_and(|r| r.verdict == onnx_contract::Verdict::Pass);
+        if passes {
+            onnx_contract::remedy::write_fixed(folder, &found, out).map_err(internal)?;
+        }
+        let _ = std::fs::remove_dir_all(&staging);
+        let again = again?;
         report.fixed = Some(onnx_contract::Fixed {
             dir: out.display().to_string(),
             verdict: again.verdict,
@@ -301,6 +310,7 @@ fn remedies(
                 .filter(|f| f.report.verdict == onnx_contract::Verdict::Fail)
                 .map(|f| f.path.clone())
                 .collect(),
+            written: passes,
         });
     }
     Ok(())

@@ -36,6 +36,28 @@ pub struct ModelConfig {
     /// do not (LFM2's `conv` layers, Qwen3-Next's `linear_attention`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_layers: Option<AttentionLayers>,
+    /// Every special token id stated (bos, eos, pad, decoder start; each
+    /// entry of an eos list), with its key: each must be a token of the
+    /// vocabulary the logits span.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<Size>,
+}
+
+/// The special token ids `v` states, each with `label: key` (`key[i]` for a list).
+fn token_ids(v: &Value, label: &str) -> Vec<Size> {
+    let mut out = Vec::new();
+    for key in ["bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"] {
+        match v.get(key) {
+            Some(Value::Array(list)) => out.extend(
+                list.iter()
+                    .enumerate()
+                    .filter_map(|(i, x)| Some(Size { value: x.as_i64()?, source: format!("{label}: {key}[{i}]") })),
+            ),
+            Some(x) => out.extend(x.as_i64().map(|value| Size { value, source: format!("{label}: {key}") })),
+            None => {}
+        }
+    }
+    out
 }
 
 /// The decoder layers with a key/value cache, in a hybrid model.
@@ -183,6 +205,7 @@ impl ModelConfig {
         c.sliding_window =
             scopes.iter().find_map(|(scope, label)| sliding_window(scope, label, c.model_type.as_deref()));
         c.attention_layers = scopes.iter().find_map(|(scope, label)| attention_layers(scope, label));
+        c.tokens = scopes.iter().flat_map(|(scope, label)| token_ids(scope, label)).collect();
         c
     }
 
@@ -197,6 +220,7 @@ impl ModelConfig {
         let gen_path = dir.join("generation_config.json");
         if gen_path.is_file() {
             let g = read_json(&gen_path)?;
+            c.tokens.extend(token_ids(&g, "generation_config.json"));
             for (name, key) in [("decoder_start", "decoder_start_token_id"), ("eos", "eos_token_id")] {
                 if let Some(value) = g.get(key).and_then(int) {
                     c.sizes.insert(name.into(), Size { value, source: format!("generation_config.json: {key}") });

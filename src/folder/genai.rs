@@ -94,6 +94,7 @@ impl GenaiConfig {
                 sliding_window: None,
                 attention_layers: at(v, "model.decoder")
                     .and_then(|d| super::config::attention_layers(d, "genai_config.json: model.decoder")),
+                tokens: Vec::new(),
             },
             inputs: strings(at(v, "model.decoder.inputs")),
             outputs: strings(at(v, "model.decoder.outputs")),

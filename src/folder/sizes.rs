@@ -95,11 +95,30 @@ pub fn mismatches(config: &ModelConfig, file: &str, sig: &Signature) -> Vec<Find
                     "the export and its config file disagree: a model exported from another config, or a config edited after export"
                         .into(),
                 ))
-                .repair(config_repair(&stated.source, model_value)),
+                .repair(config_repair(&stated.source, model_value).or_else(|| derived_repair(config, name, model_value))),
             );
         }
     }
+    // Special tokens the logits cannot produce or the embedding cannot take.
+    let vocab = from_model(sig).into_iter().find(|(n, _, _)| *n == "vocab").map(|(_, v, _)| v);
+    if let Some(vocab) = vocab {
+        for t in config.tokens.iter().filter(|t| t.value < 0 || t.value >= vocab) {
+            out.push(Finding::error(
+                Code::ConfigMismatch,
+                format!("{} = {} is not a token of {file}'s vocabulary ({vocab} logits)", t.source, t.value),
+            ).cause(Some("a generation loop that waits for this end token never sees it (or feeds an id the embedding table does not have): the config belongs to another tokenizer or vocabulary size".into())));
+        }
+    }
     out
+}
+
+/// A derived `head_dim` (hidden / heads) the graph contradicts: the heads
+/// key is what is wrong, set to hidden / the graph's head size.
+fn derived_repair(config: &ModelConfig, name: &str, model_value: i64) -> Option<crate::finding::Repair> {
+    let (hidden, heads) = (config.sizes.get("hidden")?, config.sizes.get("heads")?);
+    (name == "head_dim" && model_value > 0 && hidden.value % model_value == 0)
+        .then(|| config_repair(&heads.source, hidden.value / model_value))
+        .flatten()
 }
 
 /// The key to set when a size was read from one key (`config.json:

@@ -115,6 +115,7 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
     }
     let input_reach = reach(graph, &inputs, &counts.subgraph_readers);
     let input_readers = direct_readers(graph, &inputs, &counts.subgraph_readers);
+    let if_branches = if_branches(graph, &inputs);
     let mut weight_elements = std::collections::BTreeMap::new();
     for t in &graph.initializer {
         let n: u64 = t.dims.iter().map(|&d| d.max(0) as u64).product();
@@ -146,6 +147,7 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
         file_size: 0,
         input_reach,
         input_readers,
+        if_branches,
     })
 }
 
@@ -258,6 +260,41 @@ fn reach(
         out.insert(port.name.clone(), ops);
     }
     out
+}
+
+/// The graph inputs each branch of every `If` on a graph input reads.
+fn if_branches(graph: &pb::GraphProto, inputs: &[Port]) -> Vec<crate::model::signature::IfBranches> {
+    fn names(g: &pb::GraphProto, out: &mut HashSet<String>) {
+        for n in &g.node {
+            out.extend(n.input.iter().cloned());
+            for a in &n.attribute {
+                for sub in a.g.iter().chain(a.graphs.iter()) {
+                    names(sub, out);
+                }
+            }
+        }
+    }
+    let is_input = |s: &str| inputs.iter().any(|p| p.name == s);
+    let branch = |n: &pb::NodeProto, which: &str| {
+        let mut read = HashSet::new();
+        if let Some(g) = n.attribute.iter().find(|a| a.name.as_deref() == Some(which)).and_then(|a| a.g.as_ref()) {
+            names(g, &mut read);
+        }
+        read.into_iter().filter(|s| is_input(s)).collect()
+    };
+    graph
+        .node
+        .iter()
+        .filter(|n| n.op_type.as_deref() == Some("If"))
+        .filter_map(|n| {
+            let cond = n.input.first().filter(|c| is_input(c))?;
+            Some(crate::model::signature::IfBranches {
+                cond: cond.clone(),
+                then_reads: branch(n, "then_branch"),
+                else_reads: branch(n, "else_branch"),
+            })
+        })
+        .collect()
 }
 
 /// For every graph input, the op types of the nodes that read it directly.

@@ -360,6 +360,20 @@ pub struct Signature {
     /// graph and subgraphs): none means the input reaches no node; only
     /// `Shape`/`Size` means its values are never read.
     pub input_readers: std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// Every main-graph `If` whose condition is a graph input: the graph
+    /// inputs each branch reads (a merged decoder's cache branch reads the pasts).
+    pub if_branches: Vec<IfBranches>,
+}
+
+/// What the two branches of an `If` on a graph input read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IfBranches {
+    /// The graph input the condition is.
+    pub cond: String,
+    /// Graph inputs the branch taken when it is true reads.
+    pub then_reads: std::collections::BTreeSet<String>,
+    /// Graph inputs the branch taken when it is false reads.
+    pub else_reads: std::collections::BTreeSet<String>,
 }
 
 impl Signature {

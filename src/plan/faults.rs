@@ -54,6 +54,31 @@ pub fn unread_inputs(sig: &Signature, inferred: &super::roles::Inferred) -> Vec<
         .collect()
 }
 
+/// A merged decoder whose `If` takes the branch that reads no past when the
+/// branch flag says "use the cache", and the other one when it does not:
+/// the branches are exchanged (the run confirms it with the flag inverted).
+pub fn swapped_branches(sig: &Signature, inferred: &super::roles::Inferred) -> Vec<Finding> {
+    use super::roles::InputRole as R;
+    let pasts: Vec<&str> = inferred.inputs.iter().filter(|p| p.role == R::Past).map(|p| p.name.as_str()).collect();
+    let flags: Vec<&str> =
+        inferred.inputs.iter().filter(|p| p.role == R::BranchFlag).map(|p| p.name.as_str()).collect();
+    let reads_past = |s: &std::collections::BTreeSet<String>| s.iter().any(|n| pasts.contains(&n.as_str()));
+    sig.if_branches
+        .iter()
+        .filter(|b| flags.contains(&b.cond.as_str()) && !reads_past(&b.then_reads) && reads_past(&b.else_reads))
+        .map(|b| {
+            Finding::error(
+                Code::BranchSwapped,
+                format!(
+                    "the `If` on `{}` reads the pasts only in its else-branch, taken when `{}` is false: the branch a caller selects with `{}` = true (every cached step) ignores the past, and step 0's (false) runs the cached branch",
+                    b.cond, b.cond, b.cond
+                ),
+            )
+            .tensor(&b.cond)
+        })
+        .collect()
+}
+
 /// The first input the plan cannot place, with the inference's reason.
 pub fn unplaced(plan: &super::Plan, inferred: &super::roles::Inferred, sig: &Signature) -> Option<Finding> {
     let first = plan.unknown_inputs.first()?;

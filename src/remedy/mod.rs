@@ -59,8 +59,12 @@ pub fn try_all(
     let mut ws = Workspace::new(folder)?;
     for f in failing {
         let Some((code, first)) = first_repair(&f.report.findings) else { continue };
-        let mut trial =
-            Trial { folder, file: &f.path, code, repairs: vec![first.clone()], rechecks: 0, rounds: 0, every: None };
+        // A config is set from the graph in one change: every size it states wrong at once.
+        let repairs = match first {
+            Repair::SetConfig { .. } => every_config_repair(&f.report.findings),
+            _ => vec![first.clone()],
+        };
+        let mut trial = Trial { folder, file: &f.path, code, repairs, rechecks: 0, rounds: 0, every: None };
         let (remedy, edits) = trial.run(&mut ws, &out.edits, recheck)?;
         if remedy.works {
             out.edits.extend(edits);
@@ -80,6 +84,17 @@ pub fn write_fixed(folder: &Path, remedies: &Remedies, out: &Path) -> Result<(),
 /// The first error finding carrying a repair.
 fn first_repair(findings: &[Finding]) -> Option<(Code, &Repair)> {
     findings.iter().filter(|f| f.severity == Severity::Error).find_map(|f| f.repair.as_ref().map(|r| (f.code, r)))
+}
+
+/// Every config key the errors ask to set, once each.
+fn every_config_repair(findings: &[Finding]) -> Vec<Repair> {
+    let mut out: Vec<Repair> = Vec::new();
+    for r in findings.iter().filter(|f| f.severity == Severity::Error).filter_map(|f| f.repair.as_ref()) {
+        if matches!(r, Repair::SetConfig { .. }) && !out.iter().any(|x| key(x) == key(r)) {
+            out.push(r.clone());
+        }
+    }
+    out
 }
 
 /// A change being tried on one file, grown round by round.

@@ -73,7 +73,15 @@ pub(super) fn fixes(r: &FolderReport) -> String {
             Verdict::Pass => "PASS".to_string(),
             Verdict::Fail => format!("FAIL ({} still failing)", fixed.failing.join(", ")),
         };
-        let _ = writeln!(out, "repaired folder written to {}: its check {verdict}", fixed.dir);
+        if fixed.written {
+            let _ = writeln!(out, "repaired folder written to {}: its check {verdict}", fixed.dir);
+        } else {
+            let _ = writeln!(
+                out,
+                "nothing written to {}: the repaired copy's check {verdict}; only a copy that passes is written",
+                fixed.dir
+            );
+        }
     }
     out
 }
