@@ -156,18 +156,33 @@ fn a_multimodal_decoder_whose_sections_read_one_row_is_named() {
     assert!(first["message"].as_str().unwrap().contains("every section reads row 0"), "{first:#}");
 }
 
-/// A file whose role cannot be inferred (MusicGen's delay-pattern helper) is
-/// still loaded and run once on inputs built from its signature, and says
-/// what happened.
+/// MusicGen (issue 30): decoder rows are batch × codebooks where the dim
+/// names say `batch_size`; the text encoder feeds the decoder; the codec
+/// decoder and the delay-pattern helper are recognised and run once on
+/// inputs built with the folder's codebooks. The correct export passes.
 #[test]
-fn a_file_of_unknown_role_is_loaded_and_run_once() {
-    let (_, r) = check_folder("musicgen-tiny");
-    let f = file_report(&r, "build_delay_pattern_mask.onnx");
-    assert_eq!(f["role"], "unknown");
-    let w = &f["findings"][0];
-    assert_eq!(w["code"], "role-unknown", "{f:#}");
-    let m = w["message"].as_str().unwrap();
-    assert!(m.contains("neither an encoder nor a decoder") && m.contains("; loads"), "{m}");
-    assert_eq!(f["runtimes"].as_array().unwrap().len(), 1, "{f:#}");
-    assert!(f["driven_as"].as_str().unwrap().starts_with("role unknown; loads"), "{f:#}");
+fn a_multi_codebook_audio_folder_is_driven_as_its_runtime_drives_it() {
+    let (code, r) = check_folder("musicgen-tiny");
+    assert_eq!(code, 0, "{r:#}");
+    let d = file_report(&r, "decoder_with_past_model.onnx");
+    assert!(d["driven_as"].as_str().unwrap().contains("encoder states from text_encoder.onnx"), "{d:#}");
+    // Token rows are batch × codebooks (2), the caches keep the batch (1).
+    let steps = d["runtimes"][0]["steps"].as_array().unwrap();
+    let shape = |s: &Value, list: &str, name: &str| {
+        s[list].as_array().unwrap().iter().find(|x| x["name"] == name).unwrap()["shape"].clone()
+    };
+    assert_eq!(shape(&steps[1], "feeds", "input_ids"), serde_json::json!([2, 1]));
+    assert_eq!(shape(&steps[1], "outputs", "logits"), serde_json::json!([2, 1, 64]));
+    assert_eq!(shape(&steps[1], "outputs", "present.0.decoder.key")[0], 1);
+    assert!(steps.iter().skip(1).all(|s| s["parity_max_abs_diff"].as_f64().unwrap() < 1e-4), "{steps:#?}");
+    for (file, role, made) in [
+        ("encodec_decode.onnx", "codec-decoder", "audio_values"),
+        ("build_delay_pattern_mask.onnx", "delay-pattern", "delay_pattern_mask"),
+    ] {
+        let f = file_report(&r, file);
+        assert_eq!(f["role"], role, "{f:#}");
+        let driven = f["driven_as"].as_str().unwrap();
+        assert!(driven.contains("loads and runs") && driven.contains(made), "{driven}");
+        assert!(!f["findings"].as_array().unwrap().iter().any(|x| x["code"] == "role-unknown"), "{f:#}");
+    }
 }

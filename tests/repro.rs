@@ -182,6 +182,34 @@ fn a_config_that_disagrees_is_corrected_and_the_fixed_folder_passes_as_is() {
     assert_eq!((exit, again["verdict"].as_str()), (0, Some("pass")));
 }
 
+/// Issue 29: layers, heads and kv heads all wrong: every size set from the graph in one change.
+#[test]
+fn a_config_wrong_in_several_sizes_is_corrected_in_one_change() {
+    let (r, out) = fixed("llama-config-wrong-sizes");
+    let m = &r["remedies"][0];
+    assert_eq!((m["works"].as_bool(), m["rechecks"].as_u64()), (Some(true), Some(1)), "{m:#}");
+    let change = m["change"].as_str().unwrap();
+    for want in ["`num_hidden_layers` 4 → 2", "`num_key_value_heads` 8 → 2", "`num_attention_heads` 8 → 4"] {
+        assert!(change.contains(want), "{change}");
+    }
+    assert_eq!((r["fixed"]["verdict"].as_str(), r["fixed"]["written"].as_bool()), (Some("pass"), Some(true)));
+    let (exit, again) = json(&["check", "--format", "json", path_str(&out)]);
+    assert_eq!((exit, again["verdict"].as_str()), (0, Some("pass")), "{again:#}");
+}
+
+/// Issue 29: a repaired copy that still fails is not written.
+#[test]
+fn a_repaired_copy_that_still_fails_is_not_written() {
+    let (r, out) = fixed("gpt2-fp16-overflow-cache");
+    assert_eq!(r["remedies"][0]["works"], false, "{:#}", r["remedies"]);
+    assert_eq!((r["fixed"]["verdict"].as_str(), r["fixed"]["written"].as_bool()), (Some("fail"), Some(false)));
+    assert!(!out.exists(), "nothing written to {}", out.display());
+    let text =
+        String::from_utf8(run(&["check", "models/gpt2-fp16-overflow-cache", "--fix-out", path_str(&out)]).stdout)
+            .unwrap();
+    assert!(text.contains("nothing written to") && !out.exists(), "{text}");
+}
+
 #[test]
 fn a_broken_q4_passes_with_its_matmuls_taken_back_from_fp32() {
     let (r, out) = fixed("tjs-variants-broken-q4");

@@ -127,7 +127,8 @@ fn special_tokens_outside_the_vocabulary_are_named() {
     std::fs::copy("models/llama-tiny/model.onnx", dir.join("model.onnx")).unwrap();
     std::fs::copy("models/llama-tiny/config.json", dir.join("config.json")).unwrap();
     // Llama 3's end tokens in a 1000-token model: generation never stops on them.
-    std::fs::write(dir.join("generation_config.json"), r#"{"bos_token_id": 1, "eos_token_id": [2, 128001]}"#).unwrap();
+    std::fs::write(dir.join("generation_config.json"), r#"{"bos_token_id": 128000, "eos_token_id": [2, 128001]}"#)
+        .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_onnx-contract"))
         .args(["check", dir.to_str().unwrap(), "--format", "json", "--no-fetch", "--static-only"])
         .output()

@@ -127,6 +127,14 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
             }
             None => through("no cache: the whole prefix re-fed every call (no parity: there is no cached path); a left-padded batch against each row alone".into()),
         },
+        Role::CodecDecoder => {
+            setup.static_only = Some("a codec decoder".into());
+            "codec decoder: the generated codes in, audio out, run once after generation".into()
+        }
+        Role::DelayPattern => {
+            setup.static_only = Some("a delay-pattern helper".into());
+            "delay-pattern helper: the codebook rows' pattern built once before generation".into()
+        }
         Role::Unknown => {
             setup.static_only = Some("not driven".into());
             "not driven".into()
@@ -145,7 +153,8 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
     let report = match folder.contract_for(e) {
         None => {
             // Still loaded, and run once where its dims can be bound.
-            let ran = (!checker.static_only).then(|| checker.smoke(&e.file.path, &e.sig));
+            let codebooks = folder.sizes.get("codebooks").map(|s| s.value);
+            let ran = (!checker.static_only).then(|| checker.smoke(&e.file.path, &e.sig, codebooks));
             let (said, mut findings, runtimes) = match ran {
                 Some(Ok(r)) => {
                     let said = r.probes.first().cloned().unwrap_or_else(|| "did not run".into());
@@ -154,15 +163,20 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
                 Some(Err(why)) => (format!("not run: {why}"), Vec::new(), Vec::new()),
                 None => ("not run (--static-only)".into(), Vec::new(), Vec::new()),
             };
-            let f = Finding::new(
-                Code::RoleUnknown,
-                Severity::Warning,
-                format!(
-                    "{shown}: neither an encoder nor a decoder this tool knows (no logits, no encoder output); {said}"
-                ),
-            );
-            findings.insert(0, f);
-            driven_as = format!("role unknown; {said}");
+            if e.role == Role::Unknown {
+                let f = Finding::new(
+                    Code::RoleUnknown,
+                    Severity::Warning,
+                    format!(
+                        "{shown}: neither an encoder nor a decoder this tool knows (no logits, no encoder output); {said}"
+                    ),
+                );
+                findings.insert(0, f);
+                driven_as = format!("role unknown; {said}");
+            } else {
+                // A recognised helper: its run is reported, a refusal with arbitrary inputs is not judged.
+                driven_as = format!("{driven_as}; {said}");
+            }
             Report::new(&shown, None, ModelSummary::of(&shown, &e.sig, Vec::new()), findings, runtimes)
         }
         Some(contract) => {
@@ -174,7 +188,14 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
                     format!("{why}: the rotary embedding is not audited"),
                 ));
             }
-            let setup = Setup { builtin_contract: folder.genai_for(e).is_none(), ..setup };
+            let mut setup = Setup { builtin_contract: folder.genai_for(e).is_none(), ..setup };
+            // The rotary width comes from the config's sizes: with sizes the graph contradicts, no audit.
+            if setup.rope.is_some()
+                && pre.iter().any(|f| f.code == Code::ConfigMismatch && f.severity == Severity::Error)
+            {
+                setup.rope = None;
+                pre.push(Finding::new(Code::RotaryUnaudited, Severity::Info, "the rotary embedding is not audited: config.json's sizes disagree with the graph (the config-mismatch findings), and the rotated width is read from them"));
+            }
             let report = checker.check_file(&e.file.path, &shown, &e.sig, &contract, &setup, pre.clone())?;
             // The encoder brought ONNX Runtime down: that is the encoder's finding,
             // and this decoder is still checked, on seeded encoder states.
@@ -291,6 +312,7 @@ pub(super) fn run_folder(checker: &Checker, dir: &Path) -> Result<FolderReport, 
     let folder = Folder::read(dir, None, checker.family.as_deref())?;
     let mut files = check_entries(checker, &folder)?;
     blame_encoder_crashes(&mut files);
+    super::settle::settle_pair_halves(&mut files);
     let members: Vec<consistency::Member<'_>> = folder
         .entries
         .iter()

@@ -305,6 +305,7 @@ impl Checker {
             }),
             // Batched generation (left-padded prompts, or padded sources) where the batch axis is dynamic.
             batch_check: self.batch == 1
+                && plan.codebooks.is_none()
                 && sig
                     .input(plan.inputs_embeds.as_ref().unwrap_or(&plan.input_ids))
                     .and_then(|p| p.ty.tensor_parts())
@@ -351,10 +352,11 @@ impl Checker {
         &self,
         model: &Path,
         sig: &crate::model::signature::Signature,
+        codebooks: Option<i64>,
     ) -> Result<RuntimeReport, String> {
         use crate::engine::options;
         let lib = self.libraries()?.into_iter().next().ok_or("no ONNX Runtime")?;
-        let options = options::Options { smoke: true, ..Default::default() };
+        let options = options::Options { smoke: true, codebooks, ..Default::default() };
         let job = options::Job {
             model: model.to_path_buf(),
             ort_lib: lib.path.clone(),
@@ -391,6 +393,7 @@ impl Checker {
         &self,
         _model: &Path,
         _sig: &crate::model::signature::Signature,
+        _codebooks: Option<i64>,
     ) -> Result<RuntimeReport, String> {
         Err("built without the runtime feature".into())
     }

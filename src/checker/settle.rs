@@ -33,6 +33,46 @@ pub(crate) const HARMLESS: &str = "harmless here: driven with the protocol infer
 /// Why a fixed size the run disproved is only a warning.
 pub(crate) const FIXED_SHAPES: &str = "a static-cache export: batch, tokens per call and cache length are fixed by design, for fixed-shape runtimes; driven one call at a time into its buffers, the model passed every runtime check. It cannot batch or take a longer chunk than it was traced with";
 
+/// Why a token axis fixed at 1 the run disproved is only a warning.
+pub(crate) const ONE_TOKEN: &str = "one token per call, as every step after the prompt feeds (the prompt goes through the folder's no-past decoder); driven so, the model passed every runtime check. A caller cannot feed several tokens at once (speculative verification, a second prefill)";
+
+/// A token input whose sequence axis is fixed at 1.
+fn one_token(message: &str) -> bool {
+    message.starts_with("input_ids: axis 1 is fixed at 1,")
+        || message.starts_with("inputs_embeds: axis 1 is fixed at 1,")
+}
+
+/// The split pair's no-past half is run as the pair's step 0, inside its
+/// partner's job: when that job passed, this half's own naming and size
+/// deviations from the family contract are harmless, as for a file run alone.
+pub(crate) fn settle_pair_halves(files: &mut [crate::checker::report::FileReport]) {
+    let passed: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            f.report.verdict == crate::checker::report::Verdict::Pass
+                && f.report.runtimes.iter().any(|r| r.steps.iter().any(|s| s.ok))
+        })
+        .map(|f| f.path.clone())
+        .collect();
+    for f in files.iter_mut() {
+        let Some(partner) = f.driven_as.strip_prefix("static only here: driven at step 0 of the split pair with ")
+        else {
+            continue;
+        };
+        if !passed.iter().any(|p| p == partner) {
+            continue;
+        }
+        let why = format!("harmless here: run as step 0 of the split pair with {partner}, which passed every runtime check; a caller written for the family's usual signature must use this model's names and sizes");
+        for x in f.report.findings.iter_mut().filter(|x| x.severity == Severity::Error) {
+            if NAMING.contains(&x.code) || matches!(x.code, Code::DimValue | Code::DimStatic) {
+                x.severity = Severity::Warning;
+                x.cause = Some(why.clone());
+            }
+        }
+        f.report.verdict = crate::checker::report::Verdict::of(&f.report.findings);
+    }
+}
+
 /// What the settling knows about the file.
 pub(crate) struct Settle {
     /// The contract is a family's conventions, not the user's.
@@ -71,6 +111,9 @@ pub(crate) fn settle(findings: &mut Vec<Finding>, static_end: usize, runtimes: &
             } else if f.severity == Severity::Error && fixed_shapes && f.code == Code::DimStatic {
                 f.severity = Severity::Warning;
                 f.cause = Some(FIXED_SHAPES.into());
+            } else if f.severity == Severity::Error && f.code == Code::DimStatic && one_token(&f.message) {
+                f.severity = Severity::Warning;
+                f.cause = Some(ONE_TOKEN.into());
             }
         }
     }
@@ -117,8 +160,15 @@ pub(crate) fn cause_first(findings: &mut Vec<Finding>) {
         return;
     };
     let message = findings[run].message.clone();
+    // The static finding must be about the tensor the runtime names.
+    let about = |f: &Finding| {
+        let tensor = f.tensor.clone().or_else(|| f.message.split(':').next().map(str::to_string)).unwrap_or_default();
+        !tensor.is_empty() && message.contains(&format!("input: {tensor} ")) || message.contains(&format!("`{tensor}`"))
+    };
     let Some(at) = findings.iter().position(|f| {
-        f.severity == Severity::Error && EXPLAINS.iter().any(|(c, says)| f.code == *c && message.contains(says))
+        f.severity == Severity::Error
+            && EXPLAINS.iter().any(|(c, says)| f.code == *c && message.contains(says))
+            && (f.code == Code::CacheDtype || about(f))
     }) else {
         return;
     };

@@ -47,7 +47,8 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         match open(&env, &job.model, &job.options) {
             Ok(mut s) => {
                 emit(Event::Session { model: job.model.display().to_string(), seconds: 0.0 });
-                crate::checks::smoke::run_once(&mut s, &job.model, emit);
+                let codebooks = job.options.codebooks.unwrap_or(1).max(1) as usize;
+                crate::checks::smoke::run_once(&mut s, &job.model, codebooks, emit);
             }
             Err(m) => emit(Event::Fatal { stage: Stage::Session, message: m, cause: None, node: None }),
         }

@@ -14,15 +14,23 @@ use ort::session::Session;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Sizes for a symbolic axis: a batch of 1, anything else 4; one symbol, one size.
-fn size_of(symbol: &str, sizes: &mut HashMap<String, usize>) -> usize {
-    let guess = if symbol.to_ascii_lowercase().contains("batch") { 1 } else { 4 };
+/// Sizes for a symbolic axis: a batch of 1 (times the codebooks on a
+/// batch × codebooks axis), anything else 4; one symbol, one size.
+fn size_of(symbol: &str, sizes: &mut HashMap<String, usize>, codebooks: usize) -> usize {
+    let s = symbol.to_ascii_lowercase();
+    let guess = if s.contains("codebooks") {
+        codebooks
+    } else if s.contains("batch") {
+        1
+    } else {
+        4
+    };
     *sizes.entry(symbol.to_string()).or_insert(guess)
 }
 
 /// Feeds for every input of `model`: masks of ones, other integers zero,
 /// booleans false, floats seeded small values.
-fn feeds(model: &Path) -> Result<Vec<Feed>, String> {
+fn feeds(model: &Path, codebooks: usize) -> Result<Vec<Feed>, String> {
     let sig = crate::model::reader::read_signature(model).map_err(|e| e.to_string())?;
     let mut sizes = HashMap::new();
     let mut rng = Rng::seeded(0x5a0e);
@@ -36,7 +44,7 @@ fn feeds(model: &Path) -> Result<Vec<Feed>, String> {
             .iter()
             .map(|d| match d {
                 Dim::Fixed(v) => (*v).max(0) as usize,
-                Dim::Symbolic(s) => size_of(s, &mut sizes),
+                Dim::Symbolic(s) => size_of(s, &mut sizes, codebooks),
                 Dim::Unknown => 1,
             })
             .collect();
@@ -48,8 +56,9 @@ fn feeds(model: &Path) -> Result<Vec<Feed>, String> {
         } else if elem == ElemType::BOOL {
             Values::Bool(ArrayD::from_elem(IxDyn(&shape), false))
         } else {
-            let one = i64::from(p.name.contains("mask"));
-            Values::Int(ArrayD::from_elem(IxDyn(&shape), one))
+            // A length input (`max_length`) gets room beyond every axis fed; masks are ones.
+            let value = if p.name.contains("length") { 64 } else { i64::from(p.name.contains("mask")) };
+            Values::Int(ArrayD::from_elem(IxDyn(&shape), value))
         };
         out.push(Feed { name: p.name.clone(), elem, values });
     }
@@ -57,8 +66,8 @@ fn feeds(model: &Path) -> Result<Vec<Feed>, String> {
 }
 
 /// One run of `session` on inputs built from the signature of `model`.
-pub(crate) fn run_once(session: &mut Session, model: &Path, emit: &mut dyn FnMut(Event)) {
-    let what = match feeds(model).and_then(|f| {
+pub(crate) fn run_once(session: &mut Session, model: &Path, codebooks: usize, emit: &mut dyn FnMut(Event)) {
+    let what = match feeds(model, codebooks).and_then(|f| {
         let shown: Vec<String> = f.iter().map(|x| format!("{} {:?}", x.name, x.shape())).collect::<Vec<_>>();
         run(session, &f).map(|out| (shown, out))
     }) {

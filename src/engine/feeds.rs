@@ -202,6 +202,8 @@ fn encoder_feeds(
         feeds.push(Feed::float(name, elem, states.clone()));
     }
     if let Some(name) = &plan.encoder_attention_mask {
+        // The encoder's rows: the batch, also where token rows are batch × codebooks.
+        let b = states.map_or(b / plan.codebooks.unwrap_or(1).max(1) as usize, |s| s.shape()[0]).max(1);
         feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, enc_len], vec![1; b * enc_len]));
     }
 }
@@ -355,7 +357,9 @@ pub(crate) fn uncached(
 /// The first tokens: `[[start]]` per row for seq2seq decoders, a seeded
 /// prompt for decoder-only models.
 pub(crate) fn prompt(plan: &Plan, batch: usize, prompt_len: usize, start: i64, rng: &mut Rng) -> Vec<Vec<i64>> {
-    (0..batch)
+    // A multi-codebook decoder takes one token row per codebook of each batch item.
+    let rows = batch * plan.codebooks.unwrap_or(1).max(1) as usize;
+    (0..rows)
         .map(|_| match plan.family {
             Family::Seq2Seq => vec![start],
             Family::DecoderOnly | Family::EncoderOnly => {

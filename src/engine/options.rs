@@ -69,6 +69,9 @@ pub struct Options {
     /// The rotary embedding the folder's config states, audited against the graph's.
     #[serde(default)]
     pub rope: Option<crate::folder::rope::Rope>,
+    /// Codebooks of a multi-codebook folder: the rows a helper's `…num_codebooks` axis holds per batch item.
+    #[serde(default)]
+    pub codebooks: Option<i64>,
     /// `--repro DIR`: write a minimal reproduction of each failing or
     /// diverging node there.
     #[serde(default)]
@@ -177,6 +180,7 @@ impl Default for Options {
             window: None,
             deep: false,
             rope: None,
+            codebooks: None,
             repro: None,
         }
     }

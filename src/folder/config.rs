@@ -36,28 +36,26 @@ pub struct ModelConfig {
     /// do not (LFM2's `conv` layers, Qwen3-Next's `linear_attention`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_layers: Option<AttentionLayers>,
-    /// Every special token id stated (bos, eos, pad, decoder start; each
-    /// entry of an eos list), with its key: each must be a token of the
-    /// vocabulary the logits span.
+    /// Every end token id stated (each entry of an eos list), with its key:
+    /// each must be a token the logits can choose. (Tokens only fed — bos,
+    /// pad, decoder start — may lie past the logits: MusicGen's pad is the
+    /// codebook size, an extra embedding row.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tokens: Vec<Size>,
 }
 
-/// The special token ids `v` states, each with `label: key` (`key[i]` for a list).
+/// The end token ids `v` states, each with `label: key` (`key[i]` for a list).
 fn token_ids(v: &Value, label: &str) -> Vec<Size> {
-    let mut out = Vec::new();
-    for key in ["bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"] {
-        match v.get(key) {
-            Some(Value::Array(list)) => out.extend(
-                list.iter()
-                    .enumerate()
-                    .filter_map(|(i, x)| Some(Size { value: x.as_i64()?, source: format!("{label}: {key}[{i}]") })),
-            ),
-            Some(x) => out.extend(x.as_i64().map(|value| Size { value, source: format!("{label}: {key}") })),
-            None => {}
-        }
+    let key = "eos_token_id";
+    match v.get(key) {
+        Some(Value::Array(list)) => list
+            .iter()
+            .enumerate()
+            .filter_map(|(i, x)| Some(Size { value: x.as_i64()?, source: format!("{label}: {key}[{i}]") }))
+            .collect(),
+        Some(x) => x.as_i64().map(|value| Size { value, source: format!("{label}: {key}") }).into_iter().collect(),
+        None => Vec::new(),
     }
-    out
 }
 
 /// The decoder layers with a key/value cache, in a hybrid model.
@@ -109,6 +107,8 @@ const KEYS: &[(&str, &[&str])] = &[
     ("max_source_positions", &["max_source_positions"]),
     ("decoder_start", &["decoder_start_token_id"]),
     ("eos", &["eos_token_id"]),
+    // Multi-codebook audio decoders (MusicGen): token rows per batch item.
+    ("codebooks", &["num_codebooks"]),
 ];
 
 /// An integer, or the first of a list of integers (`eos_token_id: [1, 2]`).
@@ -206,6 +206,11 @@ impl ModelConfig {
             scopes.iter().find_map(|(scope, label)| sliding_window(scope, label, c.model_type.as_deref()));
         c.attention_layers = scopes.iter().find_map(|(scope, label)| attention_layers(scope, label));
         c.tokens = scopes.iter().flat_map(|(scope, label)| token_ids(scope, label)).collect();
+        // MusicGen states its codebooks in the decoder's own sub-config.
+        if let (false, Some(k)) = (c.sizes.contains_key("codebooks"), v.pointer("/decoder/num_codebooks").and_then(int))
+        {
+            c.sizes.insert("codebooks".into(), Size { value: k, source: format!("{file}: decoder: num_codebooks") });
+        }
         c
     }
 

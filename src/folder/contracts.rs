@@ -59,7 +59,7 @@ pub fn for_role(role: Role, family: &str, sizes: &BTreeMap<String, Size>) -> Opt
         return Some(encoder_contract(family.split('-').next().unwrap_or(family), sizes));
     }
     match role {
-        Role::Unknown => return None,
+        Role::Unknown | Role::CodecDecoder | Role::DelayPattern => return None,
         Role::EmbedTokens => return Some(sized("embed-tokens", sizes)),
         Role::VisionEncoder => return Some(sized("vision-encoder", sizes)),
         _ => {}

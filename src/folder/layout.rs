@@ -215,6 +215,7 @@ impl Layout {
             vocab: self.sizes.get("vocab").map(|s| s.value),
             share_buffer: self.genai.as_ref().and_then(|g| g.share_buffer),
             max_length: self.genai.as_ref().and_then(|g| g.max_length),
+            codebooks: self.sizes.get("codebooks").map(|s| s.value),
         }
     }
 

@@ -28,6 +28,12 @@ pub enum Role {
     /// An image encoder: pixels in, image features out (merged into the
     /// embeddings by the application).
     VisionEncoder,
+    /// An audio codec's decoder (MusicGen's `encodec_decode`): codes in,
+    /// audio out, run once on the generated codes.
+    CodecDecoder,
+    /// A helper graph computing a decoding pattern (MusicGen's
+    /// `build_delay_pattern_mask`): int ids in, int ids out.
+    DelayPattern,
     /// None of the above.
     Unknown,
 }
@@ -52,6 +58,8 @@ impl Role {
             Role::DecoderOnlyNoCache => "decoder-only-no-cache",
             Role::EmbedTokens => "embed-tokens",
             Role::VisionEncoder => "vision-encoder",
+            Role::CodecDecoder => "codec-decoder",
+            Role::DelayPattern => "delay-pattern",
             Role::Unknown => "unknown",
         }
     }
@@ -97,6 +105,20 @@ pub fn role_of(sig: &Signature) -> Role {
             .any(|p| p.name.contains("image_features") && p.ty.tensor_parts().is_some_and(|(e, _)| e.is_float()));
     if !logits && past.is_empty() && pixels && features_out {
         return Role::VisionEncoder;
+    }
+    // Multi-codebook audio helpers, by what they take and give.
+    let int_in = |p: &crate::model::signature::Port| {
+        p.ty.tensor_parts().is_some_and(|(e, _)| matches!(e, ElemType::I64 | ElemType::I32))
+    };
+    if !logits
+        && past.is_empty()
+        && sig.inputs.iter().any(|p| int_in(p) && p.name.contains("codes"))
+        && sig.outputs.iter().any(|p| p.name.contains("audio"))
+    {
+        return Role::CodecDecoder;
+    }
+    if !logits && past.is_empty() && sig.outputs.iter().any(|p| p.name.contains("delay_pattern")) {
+        return Role::DelayPattern;
     }
     let ids_only = sig.inputs.len() == 1
         && matches!(sig.inputs[0].ty.tensor_parts(), Some((e, Some(d))) if matches!(e, ElemType::I64 | ElemType::I32) && d.len() == 2);
@@ -148,6 +170,8 @@ mod tests {
         assert_eq!(role("marian-pair-baked-past/decoder_with_past_model.onnx"), Role::DecoderWithPast);
         assert_eq!(role("tjs-vlm/onnx/embed_tokens.onnx"), Role::EmbedTokens);
         assert_eq!(role("tjs-vlm/onnx/vision_encoder.onnx"), Role::VisionEncoder);
+        assert_eq!(role("musicgen-tiny/encodec_decode.onnx"), Role::CodecDecoder);
+        assert_eq!(role("musicgen-tiny/build_delay_pattern_mask.onnx"), Role::DelayPattern);
         assert_eq!(role("qwen2vl-tiny/onnx/vision_encoder.onnx"), Role::VisionEncoder);
         assert_eq!(role("qwen2vl-tiny/onnx/decoder_model_merged.onnx"), Role::DecoderOnly);
         assert_eq!(role("gpt2-merged-decoders/decoder_model_merged.onnx"), Role::MergedDecoder);

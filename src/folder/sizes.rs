@@ -99,14 +99,14 @@ pub fn mismatches(config: &ModelConfig, file: &str, sig: &Signature) -> Vec<Find
             );
         }
     }
-    // Special tokens the logits cannot produce or the embedding cannot take.
+    // End tokens the logits cannot produce: generation never stops on them.
     let vocab = from_model(sig).into_iter().find(|(n, _, _)| *n == "vocab").map(|(_, v, _)| v);
     if let Some(vocab) = vocab {
         for t in config.tokens.iter().filter(|t| t.value < 0 || t.value >= vocab) {
             out.push(Finding::error(
                 Code::ConfigMismatch,
                 format!("{} = {} is not a token of {file}'s vocabulary ({vocab} logits)", t.source, t.value),
-            ).cause(Some("a generation loop that waits for this end token never sees it (or feeds an id the embedding table does not have): the config belongs to another tokenizer or vocabulary size".into())));
+            ).cause(Some("a generation loop that waits for this end token never sees it: the config belongs to another tokenizer or vocabulary size".into())));
         }
     }
     out

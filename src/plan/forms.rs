@@ -3,7 +3,7 @@
 //! embeddings model), read by the same driver as every other plan.
 
 use super::{numeric, Family, Plan};
-use crate::model::signature::{ElemType, Signature};
+use crate::model::signature::{Dim, ElemType, Signature};
 
 impl Plan {
     /// A decoder-only model with no cache at all (optimum's `text-generation`
@@ -72,5 +72,25 @@ fn bare(sig: &Signature, input: &str, input_dtype: ElemType, output: &str, vocab
         embeds_width: None,
         tokens_per_call: None,
         position_rows: None,
+        codebooks: None,
     }
+}
+
+/// M-RoPE: positions `[sections, batch, seq]`; text tokens repeat their position in each row.
+pub(super) fn position_rows(sig: &Signature, position_ids: Option<&str>) -> Option<usize> {
+    let (_, d) = sig.input(position_ids?)?.ty.tensor_parts()?;
+    let d = d?;
+    (d.len() == 3).then(|| match d[0] {
+        Dim::Fixed(v) if v > 0 => v as usize,
+        _ => 3,
+    })
+}
+
+/// A multi-codebook decoder (MusicGen): its token ids' rows are named batch
+/// × codebooks (`total_batch_size_x_num_codebooks`) while its caches keep
+/// the batch; how many codebooks, the folder's config says.
+pub(super) fn codebooks(sig: &Signature, input_ids: &str, hints: &super::infer::Hints) -> Option<i64> {
+    let (_, d) = sig.input(input_ids)?.ty.tensor_parts()?;
+    let named = matches!(d?.first(), Some(Dim::Symbolic(s)) if s.contains("codebooks"));
+    hints.codebooks.filter(|&k| named && k > 1)
 }

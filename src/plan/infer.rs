@@ -23,6 +23,8 @@ pub struct Hints {
     pub share_buffer: Option<bool>,
     /// genai_config.json `search.max_length`: the shared buffers' length.
     pub max_length: Option<i64>,
+    /// config.json `num_codebooks`: token rows per batch item of a multi-codebook decoder.
+    pub codebooks: Option<i64>,
 }
 
 fn parts(p: &Port) -> Option<(ElemType, &[Dim])> {

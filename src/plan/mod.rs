@@ -137,6 +137,9 @@ pub struct Plan {
     /// sections, each row the text positions for text tokens); `None`: `[batch, seq]`.
     #[serde(default)]
     pub position_rows: Option<usize>,
+    /// Token rows per batch item (MusicGen: batch × codebooks); the caches and encoder keep the batch.
+    #[serde(default)]
+    pub codebooks: Option<i64>,
 }
 
 /// The shared buffers' length when genai_config.json states no `max_length`.
@@ -409,14 +412,8 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
     let position_ids = pick(&cache.position_ids, "position_ids");
     let encoder_attention_mask = pick(&cache.encoder_attention_mask, "encoder_attention_mask");
 
-    // M-RoPE: positions `[sections, batch, seq]`; text tokens repeat their position in each row.
-    let position_rows = position_ids.as_ref().and_then(|p| sig.input(p)?.ty.tensor_parts()).and_then(|(_, d)| {
-        let d = d?;
-        (d.len() == 3).then(|| match d[0] {
-            Dim::Fixed(v) if v > 0 => v as usize,
-            _ => 3,
-        })
-    });
+    let (position_rows, codebooks) =
+        (forms::position_rows(sig, position_ids.as_deref()), forms::codebooks(sig, &input_ids, hints));
     let cache_position = inferred_name(InputRole::CachePosition);
     let logits_to_keep = inferred_name(InputRole::LogitsToKeep);
     // Only a static cache is driven a fixed number of tokens per call (its
@@ -489,6 +486,7 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
         logits_to_keep,
         tokens_per_call,
         position_rows,
+        codebooks,
         inputs_embeds,
         embeds_width,
     })
