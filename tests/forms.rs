@@ -189,10 +189,35 @@ fn an_encoder_that_crashes_onnx_runtime_is_that_files_finding_and_the_decoder_is
     assert_eq!(crash["code"], "crash");
     let m = crash["message"].as_str().unwrap();
     assert!(m.contains("SIGSEGV") && m.contains("audio_features [1, 80, 3000]"), "{m}");
+    // Named at its node by bisection in further children (issue 29).
+    assert_eq!(crash["node"], "/model/preprocessing/Conv_1 (Conv)", "{crash:#}");
+    assert!(crash["cause"].as_str().unwrap().starts_with("bisected in "), "{crash:#}");
     // The decoder is driven again on seeded encoder states, and its own verdict stands.
     let d = file_report(&r, "decoder.onnx");
     assert!(d["driven_as"].as_str().unwrap().contains("driven again on seeded encoder states"));
     assert_eq!(d["verdict"], "pass", "{:#}", d["findings"]);
+}
+
+/// Issue 29: a crash mid-graph (an integer Div of INT64_MIN by -1, SIGFPE in
+/// ONNX Runtime 1.31.1 on x86-64, spliced into a Marian encoder) is bisected
+/// to its node, with the shapes and types it was about to read; every
+/// decoder of the folder is still checked, the split pair on seeded states.
+#[test]
+fn a_crash_mid_graph_is_bisected_to_its_node() {
+    let (code, r) = check_folder("crash-gather-oob");
+    assert_eq!(code, 2);
+    let e = file_report(&r, "encoder_model.onnx");
+    let crash = &e["findings"][0];
+    assert_eq!(crash["code"], "crash", "{crash:#}");
+    assert!(crash["message"].as_str().unwrap().contains("SIGFPE"), "{crash:#}");
+    assert_eq!(crash["node"], "/bucket/Div (Div)", "{crash:#}");
+    let c = crash["cause"].as_str().unwrap();
+    assert!(c.contains("node 365 of 620") && c.contains("/bucket/Neg_output_0 int64 [1, 7]"), "{c}");
+    let runs: usize = c["bisected in ".len()..].split(' ').next().unwrap().parse().unwrap();
+    assert!(runs <= 11, "log2(620) + 1 children at most: {c}");
+    for d in ["decoder_model_merged.onnx", "decoder_with_past_model.onnx"] {
+        assert_eq!(file_report(&r, d)["verdict"], "pass", "{d}: {:#}", file_report(&r, d)["findings"]);
+    }
 }
 
 #[test]

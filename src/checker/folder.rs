@@ -296,6 +296,7 @@ fn blame_encoder_crashes(files: &mut [FileReport]) {
             format!("ONNX Runtime died running this encoder to produce {}'s encoder states: {}", f.path, what.message),
         );
         finding.cause = what.cause.clone();
+        finding.node = what.node.clone();
         blamed.push((enc.clone(), finding));
     }
     for (rel, finding) in blamed {

@@ -2,6 +2,8 @@
 //! runtime runs → [`Report`]. The command line, folder mode and applications
 //! all call it; nothing else strings these steps together.
 
+#[cfg(feature = "runtime")]
+mod bisect;
 mod builder;
 mod folder;
 pub mod many;
@@ -329,6 +331,10 @@ impl Checker {
             };
             let source = lib.source.to_string();
             let mut report = self.run_job(exe.as_deref(), &job, &source);
+            // ONNX Runtime killed the child in the encoder: bisect to the node.
+            if let Some(exe) = exe.as_deref() {
+                self.name_crash_node(exe, &job, &source, &mut report);
+            }
             report.parity_rule = Some(plan.tolerance.clone());
             report.cache_pairs = plan
                 .self_past

@@ -122,6 +122,31 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
     emit(Event::Done);
 }
 
+/// The encoder-states width the split pair's no-past half declares.
+fn pair_width(opts: &crate::engine::options::Options) -> Option<i64> {
+    let sig = crate::model::reader::read_signature(opts.step0_model.as_ref()?).ok()?;
+    let (_, dims) = sig.input("encoder_hidden_states")?.ty.tensor_parts()?;
+    match dims?.get(2)? {
+        crate::model::signature::Dim::Fixed(w) if *w > 0 => Some(*w),
+        _ => None,
+    }
+}
+
+/// A session on `path` cut to the tensors `wanted` (a crash bisection).
+fn open_cut(
+    env: &ort::environment::Environment,
+    path: &std::path::Path,
+    wanted: &[String],
+    opts: &crate::engine::options::Options,
+) -> Result<ort::session::Session, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let (flat, _) = crate::diagnose::graph_edit::flatten(&bytes, &|_| Some(false))?;
+    let cut = crate::diagnose::graph_edit::expose(&bytes, &flat, wanted)?;
+    crate::engine::session::with_threads(ort::session::Session::builder(env), opts.threads)
+        .and_then(|mut b| b.commit_from_memory(&cut))
+        .map_err(|e| e.to_string())
+}
+
 /// Re-runs a trace's recorded calls in order until one fails: the job's
 /// model on its session, a companion file's calls (the encoder whose states
 /// the decoder is fed) on a session of their own, every output chained to
@@ -218,8 +243,11 @@ fn prepare<'a>(
     let mut encoder_cross = Vec::new();
     let encoder_states = match (&plan.encoder_hidden_states, &opts.encoder) {
         (_, Some(path)) => {
-            let mut s =
-                open(env, path, opts).map_err(|e| stop(Stage::Encoder, format!("{}: {e}", path.display()), None))?;
+            let opened = match &opts.cut {
+                Some(wanted) => open_cut(env, path, wanted, opts),
+                None => open(env, path, opts),
+            };
+            let mut s = opened.map_err(|e| stop(Stage::Encoder, format!("{}: {e}", path.display()), None))?;
             let (_, states, cross) = crate::engine::encoder::states_on(&mut s, path, plan, opts, &mut rng, emit)
                 .map_err(|m| stop(Stage::Encoder, m, None))?;
             encoder_cross = cross;
@@ -227,9 +255,11 @@ fn prepare<'a>(
             enc_len = states.shape().get(1).copied().unwrap_or(enc_len);
             Some(states)
         }
-        (None, None) => None,
-        (Some(name), None) => {
-            let hidden = plan.hidden.ok_or_else(|| {
+        // A with-past decoder takes no states, but its pair's no-past half does: seeded at its width.
+        (None, None) if pair_width(opts).is_none() => None,
+        (name, None) => {
+            let name = name.as_deref().unwrap_or("encoder_hidden_states");
+            let hidden = plan.hidden.or_else(|| pair_width(opts)).ok_or_else(|| {
                 stop(
                     Stage::Plan,
                     format!("`{name}` has no fixed hidden size: set a `hidden` parameter in the contract"),

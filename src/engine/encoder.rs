@@ -139,6 +139,12 @@ pub(crate) fn states_on(
         feeds.push(Feed { name, elem, values });
     }
     // Said first: if ONNX Runtime dies in the encoder, the crash is the encoder's.
+    if opts.cut.is_some() {
+        // A crash bisection: the cut graph's outputs are what the parent reads.
+        let out = run(s, &feeds)?;
+        emit(crate::engine::events::Event::Cut { outputs: out.infos });
+        return Err("a crash bisection's cut run: no states".into());
+    }
     let model = path.display().to_string();
     emit(crate::engine::events::Event::Encoding { model, feeds: feeds.iter().map(Feed::info).collect() });
     let out = run(s, &feeds)?;

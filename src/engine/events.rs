@@ -308,6 +308,11 @@ pub enum Event {
     },
     /// A minimal reproduction was written (or tried) for `--repro`.
     Repro(Repro),
+    /// A crash bisection's cut graph ran to its end: the tensors it computed.
+    Cut {
+        /// The cut graph's outputs, with their element types and shapes.
+        outputs: Vec<TensorInfo>,
+    },
     /// Every run finished.
     Done,
 }

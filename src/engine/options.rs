@@ -69,6 +69,10 @@ pub struct Options {
     /// The rotary embedding the folder's config states, audited against the graph's.
     #[serde(default)]
     pub rope: Option<crate::folder::rope::Rope>,
+    /// A crash bisection: the encoder runs cut to these tensors (its graph
+    /// kept only up to the nodes computing them), on the feeds the crashed run had.
+    #[serde(default)]
+    pub cut: Option<Vec<String>>,
     /// Codebooks of a multi-codebook folder: the rows a helper's `…num_codebooks` axis holds per batch item.
     #[serde(default)]
     pub codebooks: Option<i64>,
@@ -181,6 +185,7 @@ impl Default for Options {
             deep: false,
             rope: None,
             codebooks: None,
+            cut: None,
             repro: None,
         }
     }

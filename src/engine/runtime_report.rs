@@ -124,6 +124,9 @@ pub struct RuntimeReport {
     /// This runtime's findings (also in the report's own list).
     #[serde(skip)]
     pub findings: Vec<Finding>,
+    /// A crash bisection's cut graph: what it computed, when it ran to its end.
+    #[serde(skip)]
+    pub cut: Option<Vec<TensorInfo>>,
     #[serde(skip)]
     done: bool,
 }
@@ -164,6 +167,7 @@ impl RuntimeReport {
             replay_rows: Vec::new(),
             repros: Vec::new(),
             findings: Vec::new(),
+            cut: None,
             done: false,
         }
     }
@@ -290,6 +294,7 @@ impl RuntimeReport {
                 self.push_issues(issues);
             }
             Event::Repro(r) => self.repros.push(r),
+            Event::Cut { outputs } => self.cut = Some(outputs),
             Event::Done => self.done = true,
         }
     }

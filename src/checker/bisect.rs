@@ -1,0 +1,114 @@
+//! A crash named at its node. When ONNX Runtime kills the child inside a
+//! folder's encoder, further children run the same encoder on the same
+//! (seeded) feeds with its graph cut after node k, halving the range until
+//! the first node whose execution kills the process is found: at most
+//! log2(nodes) + 1 short children, each under the check's time limit. The
+//! last one runs the graph cut just before that node and reports the
+//! shapes and element types of what the node was about to read.
+
+use super::Checker;
+use crate::engine::events::TensorInfo;
+use crate::engine::options::Job;
+use crate::engine::runtime_report::RuntimeReport;
+use crate::finding::Code;
+use std::path::Path;
+
+/// The node found, and what the search did.
+pub(crate) struct Culprit {
+    /// `name (Op)`.
+    pub(crate) node: String,
+    /// Its inputs as the cut run computed them.
+    pub(crate) inputs: Vec<TensorInfo>,
+    /// Index in execution order, of how many.
+    pub(crate) index: usize,
+    pub(crate) of: usize,
+    /// Children run.
+    pub(crate) children: usize,
+}
+
+impl Checker {
+    /// Bisects the encoder crash of `report` (run as `job`) to its node,
+    /// and names it on the crash finding.
+    pub(crate) fn name_crash_node(&self, exe: &Path, job: &Job, source: &str, report: &mut RuntimeReport) {
+        let Some(encoder) = job.options.encoder.clone().filter(|_| report.crashed_in.is_some()) else { return };
+        let found = self.bisect(exe, job, &encoder, source);
+        let text = match &found {
+            Ok(c) => format!(
+                "bisected in {} further runs (the encoder cut after node k, halving): node {} of {}, {}, kills the process when it runs; its inputs: {}",
+                c.children,
+                c.index + 1,
+                c.of,
+                c.node,
+                c.inputs
+                    .iter()
+                    .map(|i| match &i.shape {
+                        Some(s) if !s.is_empty() => format!("{} {} {s:?}", i.name, i.dtype),
+                        Some(_) => format!("{} (a graph input, {}, as fed above)", i.name, i.dtype),
+                        None => format!("{} (a weight)", i.name),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Err(why) => format!("could not bisect the crash to a node: {why}"),
+        };
+        for f in report.findings.iter_mut().filter(|f| f.code == Code::Crash) {
+            if let Ok(c) = &found {
+                f.node = Some(c.node.clone());
+            }
+            f.cause = Some(match f.cause.take() {
+                Some(c) => format!("{text}; {c}"),
+                None => text.clone(),
+            });
+        }
+    }
+
+    fn bisect(&self, exe: &Path, job: &Job, encoder: &Path, source: &str) -> Result<Culprit, String> {
+        let bytes = std::fs::read(encoder).map_err(|e| format!("{}: {e}", encoder.display()))?;
+        let (_, nodes) = crate::diagnose::graph_edit::flatten(&bytes, &|_| Some(false))?;
+        let outputs = |k: usize| -> Vec<String> {
+            nodes[..k].iter().flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).cloned()).collect()
+        };
+        let mut children = 0;
+        let mut run = |wanted: Vec<String>| -> Option<Vec<TensorInfo>> {
+            children += 1;
+            let mut cut = job.clone();
+            cut.options.cut = Some(wanted);
+            let r = crate::engine::child::run(exe, &cut, source, self.timeout, &|_: &str| {});
+            // Survived: the cut run said what it computed and the child ended normally.
+            r.cut.clone().filter(|_| r.crash.is_none())
+        };
+        // Invariant: the graph cut after `lo` nodes runs, after `hi` nodes it dies.
+        let (mut lo, mut hi) = (0usize, nodes.len());
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if outputs(mid).is_empty() || run(outputs(mid)).is_some() {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let culprit = &nodes[hi - 1];
+        let reads: Vec<String> = culprit.inputs.iter().filter(|i| !i.is_empty()).cloned().collect();
+        // The node's inputs, from a run cut just before it (weights are not computed: none to report).
+        let computed: Vec<String> =
+            reads.iter().filter(|i| nodes[..hi - 1].iter().any(|n| n.outputs.contains(i))).cloned().collect();
+        let mut inputs = if computed.is_empty() { Vec::new() } else { run(computed).unwrap_or_default() };
+        // What it reads from outside the cut: the graph's inputs as fed, its weights.
+        let fed = crate::model::reader::read_signature(encoder).map(|s| s.inputs).unwrap_or_default();
+        let outside: Vec<String> = reads.iter().filter(|r| !inputs.iter().any(|i| &i.name == *r)).cloned().collect();
+        for r in &outside {
+            let (dtype, shape) = match fed.iter().find(|p| &p.name == r).and_then(|p| p.ty.tensor_parts()) {
+                Some((e, _)) => (e, Some(vec![])),
+                None => (crate::model::signature::ElemType::Undefined, None),
+            };
+            inputs.push(TensorInfo { name: r.clone(), dtype, shape });
+        }
+        Ok(Culprit {
+            node: format!("{} ({})", culprit.path, culprit.op_type),
+            inputs,
+            index: hi - 1,
+            of: nodes.len(),
+            children,
+        })
+    }
+}
