@@ -109,6 +109,7 @@ codes! {
     Rotary = "rotary": "The graph's rotary position embedding is not the one config.json states (rope_theta, partial_rotary_factor, rope_scaling of any transformers type): measured on the graph's own rotary subgraph, with the parameter and the first position where it matters.",
     RotaryUnaudited = "rotary-unaudited": "config.json states a rotary embedding, but the graph's could not be measured (no `Cos` node: precomputed tables or a fused operator) or the config's rope fields cannot be read: said, never guessed.",
     BranchSwapped = "branch-swapped": "A merged decoder's `If` on `use_cache_branch` reads the pasts only in the branch taken when the flag is false: its branches are exchanged (confirmed by running a cached step with the flag inverted).",
+    LogitSoftcap = "logit-softcap": "config.json's final_logit_softcapping caps every logit at ± it (tanh(x / cap) · cap), but the run's logits go beyond: the graph does not apply the final softcap.",
     Repeatability = "repeatability": "The same step run twice on one session gives different outputs.",
     VariantDivergence = "variant-divergence": "A numeric variant (fp16, q4, quantized, …) departs from the folder's fp32 model by more than its numeric form explains.",
     ChunkAfterPast = "chunk-after-past": "Several tokens fed at once onto a non-empty cache (second prefill, speculative verification, chunked prefill) give other logits than recomputing the whole prefix.",

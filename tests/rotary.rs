@@ -147,3 +147,19 @@ fn special_tokens_outside_the_vocabulary_are_named() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Gemma 2's final_logit_softcapping, measured in the run: the good export
+/// stays within ± 3; the one exported without the cap (config.json still
+/// says 3) goes beyond, though its cached and uncached paths agree.
+#[test]
+fn logits_beyond_the_configured_softcap_are_named() {
+    let (code, r) = check_folder("softcap-gemma2");
+    assert_eq!(code, 0, "{r:#}");
+    let (code, r) = check_folder("softcap-dropped");
+    assert_eq!(code, 2, "{r:#}");
+    let f = file_report(&r, "model.onnx");
+    let first = f["findings"].as_array().unwrap().iter().find(|x| x["severity"] == "error").unwrap();
+    assert_eq!(first["code"], "logit-softcap", "{first:#}");
+    assert!(first["message"].as_str().unwrap().contains("caps every logit at ± 3"), "{first:#}");
+    assert!(!f["findings"].as_array().unwrap().iter().any(|x| x["code"] == "parity"), "parity cannot see it");
+}

@@ -68,6 +68,8 @@ struct Setup {
     encoder_only: Option<i64>,
     /// The rotary embedding the folder's config.json states, audited against the graph's.
     rope: Option<crate::folder::rope::Rope>,
+    /// config.json's `final_logit_softcapping`: every logit within ± it.
+    softcap: Option<f64>,
 }
 
 /// Builds and runs a check. Defaults: 4 steps, batch 1, seed 0, the runtime
@@ -314,6 +316,7 @@ impl Checker {
                     .and_then(|(_, d)| d.and_then(|d| d.first().cloned()))
                     .is_some_and(|d| !matches!(d, crate::model::signature::Dim::Fixed(_))),
             rope: setup.rope.clone(),
+            softcap: setup.softcap,
             repro: self.repro_to(),
             ..Default::default()
         };

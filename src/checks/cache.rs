@@ -91,6 +91,10 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
             cross_presents,
         };
         let mut issues = step::step_outputs(plan, &out, &expect);
+        // What config.json says the logits are: capped at ± final_logit_softcapping (said once).
+        if let (Some(cap), 0) = (opts.softcap, step) {
+            issues.extend(out.floats.get(&plan.logits).and_then(|l| step::softcap_issue(l, cap, &plan.logits)));
+        }
         if plan.buffer.is_some() && cached {
             issues.extend(crate::checks::buffer::writes(plan, &feeds, &out, cache.past_len as usize, n_new));
         }

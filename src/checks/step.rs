@@ -108,6 +108,21 @@ pub(crate) fn step_outputs(plan: &Plan, out: &Outputs, e: &Expect) -> Vec<StepIs
     issues
 }
 
+/// Logits beyond ± `cap` where config.json's `final_logit_softcapping` bounds them.
+pub(crate) fn softcap_issue(logits: &ArrayD<f32>, cap: f64, name: &str) -> Option<StepIssue> {
+    let worst = logits.iter().map(|v| f64::from(v.abs())).filter(|v| v.is_finite()).fold(0.0, f64::max);
+    let beyond = logits.iter().filter(|v| f64::from(v.abs()) > cap * (1.0 + 1e-3)).count();
+    (beyond > 0).then(|| {
+        let mut i = StepIssue::error(
+            Code::LogitSoftcap,
+            format!("`{name}` reaches |x| = {worst:.4} ({beyond} of {} values beyond ± {cap}) where config.json's final_logit_softcapping caps every logit at ± {cap}", logits.len()),
+            Some(name),
+        );
+        i.cause = Some("the graph does not apply the final softcap tanh(x / cap) · cap (an export from a config without it, or an exporter that dropped it): sampling temperatures and repetition penalties act on other logits than the model's".into());
+        i
+    })
+}
+
 /// What a present's length says about how the graph writes the cache, from
 /// the past length fed and the tokens fed: the arithmetic, not a guess.
 pub(crate) fn growth(got: Option<i64>, past: i64, new: i64) -> String {

@@ -73,6 +73,9 @@ pub struct Options {
     /// kept only up to the nodes computing them), on the feeds the crashed run had.
     #[serde(default)]
     pub cut: Option<Vec<String>>,
+    /// config.json's `final_logit_softcapping`: every logit of the run within ± it.
+    #[serde(default)]
+    pub softcap: Option<f64>,
     /// Codebooks of a multi-codebook folder: the rows a helper's `…num_codebooks` axis holds per batch item.
     #[serde(default)]
     pub codebooks: Option<i64>,
@@ -186,6 +189,7 @@ impl Default for Options {
             rope: None,
             codebooks: None,
             cut: None,
+            softcap: None,
             repro: None,
         }
     }

@@ -40,6 +40,8 @@ pub struct Layout {
     pub odd: Vec<crate::folder::discover::OddFile>,
     /// The rotary embedding config.json states, or what is malformed in it.
     pub rope: Option<Result<crate::folder::rope::Rope, String>>,
+    /// config.json's `final_logit_softcapping`.
+    pub softcap: Option<f64>,
 }
 
 /// The file whose signature sizes the folder when config.json is silent:
@@ -97,8 +99,8 @@ impl Layout {
         let family = family_of(forced, model_type.or(genai.as_ref().and_then(|g| g.model_type.as_deref())), seq2seq);
         let sizes =
             sizes::resolve(&stated(config.as_ref(), genai.as_ref()), main.map(|e| (e.file.rel.as_str(), &e.sig)));
-        let rope = crate::folder::rope::read(dir);
-        Ok(Layout { entries, config, genai, family, sizes, odd, rope })
+        let (rope, softcap) = (crate::folder::rope::read(dir), crate::folder::rope::logit_softcap(dir));
+        Ok(Layout { entries, config, genai, family, sizes, odd, rope, softcap })
     }
 
     /// One file judged alone (its folder holds broken neighbours).
@@ -117,8 +119,9 @@ impl Layout {
         let seq2seq = contracts::is_seq2seq(&sig);
         let family = family_of(forced, config.as_ref().and_then(|c| c.model_type.as_deref()), seq2seq);
         let sizes = sizes::resolve(&stated(config.as_ref(), genai.as_ref()), Some((&file.rel, &sig)));
-        let rope = crate::folder::rope::read(dir);
-        Ok(Layout { entries: vec![Entry { file, sig, role }], config, genai, family, sizes, odd: Vec::new(), rope })
+        let (rope, softcap) = (crate::folder::rope::read(dir), crate::folder::rope::logit_softcap(dir));
+        let entries = vec![Entry { file, sig, role }];
+        Ok(Layout { entries, config, genai, family, sizes, odd: Vec::new(), rope, softcap })
     }
 
     /// Whether the folder's encoder computes every cross-attention past of `e`

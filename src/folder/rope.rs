@@ -117,6 +117,15 @@ pub fn read(dir: &std::path::Path) -> Option<Result<Rope, String>> {
     Some(Rope::from_config(scope).transpose()?.map_err(|e| format!("config.json: {e}")))
 }
 
+/// `final_logit_softcapping` of `dir/config.json` (Gemma 2): every logit
+/// must lie within ± it.
+pub fn logit_softcap(dir: &std::path::Path) -> Option<f64> {
+    let text = std::fs::read(dir.join("config.json")).ok()?;
+    let v: Value = serde_json::from_slice(&text).ok()?;
+    let scope = v.get("text_config").filter(|t| t.get("final_logit_softcapping").is_some()).unwrap_or(&v);
+    scope.get("final_logit_softcapping")?.as_f64().filter(|c| *c > 0.0 && c.is_finite())
+}
+
 impl Rope {
     /// The rotary embedding `config` states, `None` when it states none
     /// (no `rope_theta`, `rope_scaling` or `rope_parameters`), or what is

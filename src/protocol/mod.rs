@@ -6,8 +6,10 @@
 pub mod emit;
 mod emit_js;
 mod emit_rust;
+mod forms;
 #[cfg(feature = "runtime")]
 pub mod reference;
+mod rules;
 mod spec;
 pub mod table;
 

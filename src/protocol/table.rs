@@ -140,6 +140,7 @@ fn rows(
     encoder: Option<&str>,
     start: Option<i64>,
     step0_file: Option<&Entry>,
+    embed: Option<&str>,
 ) -> Vec<FeedRow> {
     let seq2seq = plan.family == Family::Seq2Seq;
     let only: Option<Vec<String>> = step0_file.map(|e| e.sig.inputs.iter().map(|p| p.name.clone()).collect());
@@ -227,6 +228,7 @@ fn rows(
             rows.push((c.past.clone(), c.dtype.to_string(), shape, src));
         }
     }
+    super::forms::adjust(plan, step0, embed, &mut rows);
     if let Some(only) = &only {
         rows.retain(|r| only.contains(&r.0));
     }
@@ -292,13 +294,15 @@ fn examples(rows: &[FeedRow], prompt_len: i64, enc_len: i64, step0: bool, seq2se
                 } else {
                     prompt_len + step - 1
                 };
-                r.shape
+                let s = r
+                    .shape
                     .replace("batch", "1")
                     .replace("prompt_len", &prompt_len.to_string())
                     .replace("prefix_len", &(prompt_len + step).to_string())
                     .replace("past_len + 1", &(past + 1).to_string())
                     .replace("past_len", &past.to_string())
-                    .replace("enc_len", &enc_len.to_string())
+                    .replace("enc_len", &enc_len.to_string());
+                super::forms::multiply(&s)
             };
             (r.name.clone(), vec![at(0), at(1), at(2)])
         })
@@ -312,50 +316,6 @@ fn plan_of(layout: &Layout, e: &Entry) -> Option<Plan> {
     layout.plan_for(e, 1)?.ok()
 }
 
-fn rules(plan: &Plan, form: &str, e: &Entry) -> Vec<String> {
-    let mut out = Vec::new();
-    if plan.is_cacheless() {
-        out.push("No cache: every call re-feeds the whole prefix, the mask over all of it and positions from 0; generating n tokens costs O(n²) token-passes (an export with past inputs runs one token per call).".to_string());
-        return out;
-    }
-    if let Some(flag) = &plan.branch_flag {
-        out.push(format!("`{flag}` is false at step 0 (with an empty past) and true at every later step; the inputs are the same on both branches."));
-    }
-    if !plan.cross_past.is_empty() {
-        let example = plan.cross_past.first().map(|c| c.present.clone()).unwrap_or_default();
-        out.push(format!(
-            "The cross-attention past is step 0's `{example}` (…), kept for every later step; never feed back what a cached step returns there (optimum's merged decoders return [0, heads, 1, head_dim] dummies)."
-        ));
-    }
-    out.push(format!(
-        "An empty past at step 0 has length 0 on the past axis (axis {}), not 1: a zero slot of length 1 is attended to.",
-        plan.seq_axis
-    ));
-    if let Some(mask) = &plan.attention_mask {
-        let dim =
-            e.sig.input(mask).and_then(|p| p.ty.tensor_parts()).and_then(|(_, d)| d.and_then(|d| d.get(1).cloned()));
-        let said = match dim {
-            Some(Dim::Symbolic(s)) => format!(" (the export names this axis `{s}`)"),
-            _ => String::new(),
-        };
-        out.push(format!("`{mask}` covers the past AND the new tokens: past_len + new{said}."));
-    }
-    match &plan.position_ids {
-        Some(p) => out.push(format!("`{p}` continue from the past: past_len + arange(new); restarting at 0 gives wrong logits with no error.")),
-        None if plan.family == Family::DecoderOnly => out.push(
-            "This export takes no position_ids: positions follow the past length inside the graph, so rows of a left-padded batch are shifted.".into(),
-        ),
-        None => {}
-    }
-    if form == "split-pair" {
-        out.push("Step 0 runs the no-past decoder on the start token; its present.* (decoder and encoder) seed the with-past decoder, whose outputs carry no encoder presents: keep step 0's.".into());
-    }
-    if e.sig.op_types.contains("GroupQueryAttention") {
-        out.push("GroupQueryAttention: seqlens_k and total_sequence_length are computed inside the graph from attention_mask, as onnxruntime-genai feeds it.".into());
-    }
-    out
-}
-
 /// The protocol of every drivable decoder form of the folder (or file) at `path`.
 pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
     let layout = if path.is_dir() {
@@ -367,6 +327,7 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
     let wanted = |e: &Entry| !path.is_file() || e.file.path == path;
     let start = layout.sizes.get("decoder_start").map(|s| s.value);
     let eos = layout.sizes.get("eos").map(|s| s.value);
+    let beams = super::forms::beams(path);
     let mut loops = Vec::new();
     for e in layout.entries.iter().filter(|e| wanted(e)) {
         let (form, step0_entry) = match e.role {
@@ -397,8 +358,11 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             .unwrap_or(ENC_LEN);
         let prompt = if seq2seq { 1 } else { PROMPT_LEN };
         let step0_inputs: Vec<String> = step0_entry.sig.inputs.iter().map(|p| p.name.clone()).collect();
-        let r0 = rows(&plan, true, form, enc_rel.as_deref(), start, (form == "split-pair").then_some(step0_entry));
-        let r1 = rows(&plan, false, form, enc_rel.as_deref(), start, None);
+        let embed_rel =
+            layout.sibling(e, Role::EmbedTokens).filter(|_| plan.inputs_embeds.is_some()).map(|x| x.file.rel.clone());
+        let pair0 = (form == "split-pair").then_some(step0_entry);
+        let r0 = rows(&plan, true, form, enc_rel.as_deref(), start, pair0, embed_rel.as_deref());
+        let r1 = rows(&plan, false, form, enc_rel.as_deref(), start, None, embed_rel.as_deref());
         let encoder_inputs: Vec<(String, String, Vec<i64>)> = encoder
             .map(|x| {
                 x.sig
@@ -463,14 +427,11 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             decoder_start: if seq2seq { start } else { None },
             eos,
             steps,
-            rules: rules(&plan, form, e),
+            rules: super::rules::rules(&plan, form, e, beams),
             paths: (enc_rel, step0_entry.file.rel.clone(), e.file.rel.clone()),
             encoder_inputs,
             step0_inputs,
-            embed: layout
-                .sibling(e, Role::EmbedTokens)
-                .filter(|_| plan.inputs_embeds.is_some())
-                .map(|x| x.file.rel.clone()),
+            embed: embed_rel,
             plan: Some(plan),
         });
     }

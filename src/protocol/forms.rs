@@ -1,0 +1,126 @@
+//! What the table says for the forms beyond a growing cache, read from the
+//! same plan the driver runs: token ids turned into `inputs_embeds` by the
+//! folder's embedding model, token rows of batch × codebooks, `cache_position`
+//! and fixed buffers written in place, a mask over the whole buffer, fixed
+//! states carried, 3-D positions, `logits_to_keep`.
+
+use crate::plan::Plan;
+
+/// One input row before folding: name, dtype, shape, where the value comes from.
+pub(super) type Row = (String, String, String, String);
+
+/// The rows of `plan`'s forms: `rows` as a growing cache would have them, changed in place.
+pub(super) fn adjust(plan: &Plan, step0: bool, embed: Option<&str>, rows: &mut Vec<Row>) {
+    let mut new =
+        if step0 && plan.family != crate::plan::Family::Seq2Seq { "prompt_len".to_string() } else { "1".into() };
+    // A graph that fixes its tokens per call takes the prompt in calls of that size too.
+    if let (Some(k), true) = (plan.tokens_per_call, step0) {
+        new = k.to_string();
+        if let Some(r) = rows.iter_mut().find(|r| r.0 == plan.input_ids) {
+            r.2 = format!("[batch, {k}]");
+            r.3 = format!("the prompt's token ids, {k} per call (the graph takes no more), one call after another");
+        }
+    }
+    // Token rows: one per codebook of each batch item.
+    if let Some(k) = plan.codebooks {
+        if let Some(r) = rows.iter_mut().find(|r| r.0 == plan.input_ids) {
+            r.2 = format!("[{k}×batch, {new}]");
+            r.3 = format!("{} (one row per codebook: row b·{k} + c is item b's codebook c)", r.3);
+        }
+    }
+    // Embeddings: the ids go through the embedding model first, every call.
+    if let Some(embeds) = &plan.inputs_embeds {
+        if let Some(r) = rows.iter_mut().find(|r| r.0 == plan.input_ids) {
+            let width = plan.embeds_width.map_or("hidden".into(), |w| w.to_string());
+            let ids = r.3.clone();
+            *r = (
+                embeds.clone(),
+                plan.dtype_of(embeds).to_string(),
+                format!("[batch, {new}, {width}]"),
+                format!("{} → inputs_embeds of {ids} (run first, every call)", embed.unwrap_or("the embedding model")),
+            );
+        }
+    }
+    if let (Some(name), Some(rows_k)) = (&plan.position_ids, plan.position_rows) {
+        if let Some(r) = rows.iter_mut().find(|r| &r.0 == name) {
+            r.2 = r.2.replacen("[batch", &format!("[{rows_k}, batch"), 1);
+            r.3 = format!("{} in each of the {rows_k} rows (text tokens: every rotary section the same)", r.3);
+        }
+    }
+    if let Some(b) = &plan.buffer {
+        if let (Some(name), true) = (&plan.attention_mask, b.mask_over_buffer) {
+            if let Some(r) = rows.iter_mut().find(|r| &r.0 == name) {
+                r.2 = format!("[batch, {}]", b.len);
+                r.3 = format!("ones over past + new, zeros after: the whole {}-slot buffer", b.len);
+            }
+        }
+    }
+    if let Some(name) = &plan.cache_position {
+        let (shape, src) = if step0 {
+            (
+                format!("[{new}]"),
+                "the slots this call's prompt tokens are written to (arange from the tokens already written)"
+                    .to_string(),
+            )
+        } else {
+            ("[1]".to_string(), "[past_len]: the slot the new token is written to".to_string())
+        };
+        rows.push((name.clone(), plan.dtype_of(name).to_string(), shape, src));
+    }
+    if let Some(name) = &plan.logits_to_keep {
+        rows.push((name.clone(), plan.dtype_of(name).to_string(), "[]".into(), "0: logits for every position".into()));
+    }
+    // Fixed buffers and states keep their whole shape.
+    for c in plan.self_past.iter().filter(|c| c.fixed) {
+        let Some(r) = rows.iter_mut().find(|r| r.0 == c.past) else { continue };
+        let dims: Vec<String> =
+            c.shape.iter().enumerate().map(|(i, v)| if i == 0 { "batch".into() } else { v.to_string() }).collect();
+        r.2 = format!("[{}]", dims.join(", "));
+        let len = c.shape.get(plan.seq_axis).copied().unwrap_or(0);
+        r.3 = match (c.buffer, step0) {
+            (true, true) => format!("zeros: the whole buffer of {len} slots, written in place at the past length"),
+            (true, false) => {
+                format!(
+                    "{} of the previous step: the same {len} slots, the new token written at slot past_len",
+                    c.present
+                )
+            }
+            (false, true) => "zeros: a state of fixed shape".into(),
+            (false, false) => format!("{} of the previous step (carried, never grown)", c.present),
+        };
+    }
+}
+
+/// `num_beams` of the folder's generation_config.json (the folder of a file).
+pub(super) fn beams(path: &std::path::Path) -> Option<i64> {
+    let dir = if path.is_dir() { path } else { path.parent()? };
+    let text = std::fs::read(dir.join("generation_config.json")).ok()?;
+    serde_json::from_slice::<serde_json::Value>(&text).ok()?.get("num_beams")?.as_i64()
+}
+
+/// `[1×2, 4]` → `[2, 4]`: products in an example shape worked out.
+pub(super) fn multiply(shape: &str) -> String {
+    shape
+        .split(", ")
+        .map(|part| {
+            let (open, rest) = part.split_at(usize::from(part.starts_with('[')));
+            let (body, close) = rest.split_at(rest.len() - usize::from(rest.ends_with(']')));
+            let product: Option<i64> = body.split('×').map(|x| x.trim().parse::<i64>().ok()).product();
+            match product {
+                Some(p) if body.contains('×') => format!("{open}{p}{close}"),
+                _ => part.to_string(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn products_in_example_shapes_are_worked_out() {
+        assert_eq!(super::multiply("[2×1, 1]"), "[2, 1]");
+        assert_eq!(super::multiply("[1, 2, 0, 16]"), "[1, 2, 0, 16]");
+        assert_eq!(super::multiply("[1, 4×8]"), "[1, 32]");
+    }
+}
