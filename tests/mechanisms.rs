@@ -125,3 +125,15 @@ fn good_twins_stay_at_zero_flags_and_run_no_experiment() {
         }
     }
 }
+
+/// A chunk's departure says what was measured: one-token steps that held
+/// (custom-chunk-mask-bug) or that departed too (custom-positions-restart).
+#[test]
+fn a_chunk_departure_says_what_the_one_token_steps_showed() {
+    let (first, _) = headline("custom-chunk-mask-bug", "model.onnx");
+    assert_eq!(first["code"], "chunk-after-past");
+    assert!(cause(&first).starts_with("measured: one token per call onto a past agrees"), "{first:#}");
+    let (_, f) = headline("custom-positions-restart", "model.onnx");
+    let chunk = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "chunk-after-past").expect("chunk");
+    assert!(cause(chunk).starts_with("the one-token steps depart too"), "{chunk:#}");
+}

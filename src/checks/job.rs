@@ -73,10 +73,11 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         crate::checks::encoder_only::check(&mut ctx, emit);
         return emit(Event::Done);
     }
-    let mut cache_failed = false;
+    let (mut cache_failed, mut departed) = (false, false);
     for &dummy in &job.plan.step0_past_lengths {
         run_steps(&mut ctx, dummy, &mut |ev| {
             cache_failed |= matches!(ev, Event::Failure { .. });
+            departed |= matches!(&ev, Event::Step { issues, .. } if issues.iter().any(|i| matches!(i.code, Code::Parity | Code::CacheGrowth)));
             emit(ev)
         });
     }
@@ -108,7 +109,7 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         && job.plan.tokens_per_call.is_none()
         && !job.plan.is_cacheless()
     {
-        crate::checks::chunk::check(&mut ctx, emit);
+        crate::checks::chunk::check(&mut ctx, !departed, emit);
     }
     if let Some(w) = job.options.window.clone().filter(|w| w.size <= crate::checks::window::MAX_PROBED && !cache_failed)
     {
