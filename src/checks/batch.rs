@@ -140,6 +140,15 @@ pub(crate) fn run_calls(
     batch: &Padded,
     calls: &[Vec<Vec<i64>>],
 ) -> Result<Vec<ArrayD<f32>>, String> {
+    run_calls_fed(ctx, batch, calls).map(|(out, _)| out)
+}
+
+/// [`run_calls`], with the last call's feeds (to name a non-finite node in it).
+pub(crate) fn run_calls_fed(
+    ctx: &mut Ctx<'_>,
+    batch: &Padded,
+    calls: &[Vec<Vec<i64>>],
+) -> Result<(Vec<ArrayD<f32>>, Vec<Feed>), String> {
     let job = ctx.job;
     let plan = &job.plan;
     let b = batch.rows.len();
@@ -150,10 +159,12 @@ pub(crate) fn run_calls(
         .collect();
     let mut past_len = 0usize;
     let mut out = Vec::new();
+    let mut last = Vec::new();
     for new in calls {
         let feeds = padded_step(plan, batch, new, past_len, &pasts, 0);
         let feeds = ctx.embedded(feeds)?;
         let o = run(&mut ctx.session, &feeds)?;
+        last = feeds;
         out.push(o.floats.get(&plan.logits).cloned().ok_or("no logits")?);
         for (c, slot) in plan.self_past.iter().zip(pasts.iter_mut()) {
             // Fed back as the present's own element type, as a caller does.
@@ -162,7 +173,7 @@ pub(crate) fn run_calls(
         }
         past_len += new.iter().map(Vec::len).max().unwrap_or(0);
     }
-    Ok(out)
+    Ok((out, last))
 }
 
 /// Two prompts of different lengths in one left-padded batch against each

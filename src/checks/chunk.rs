@@ -6,7 +6,7 @@
 //! several new tokens when a past is present (optimum PR #1257,
 //! transformers #42017); one-token steps never show it.
 
-use crate::checks::batch::{run_calls, Padded};
+use crate::checks::batch::{run_calls_fed, Padded};
 use crate::diagnose::cause::first_line;
 use crate::engine::context::Ctx;
 use crate::engine::events::{Event, StepIssue};
@@ -22,7 +22,7 @@ pub(crate) const CHUNK: usize = 3;
 fn run_chunks(ctx: &mut Ctx<'_>, chunks: &[Vec<i64>]) -> Result<ArrayD<f32>, String> {
     let batch = Padded::new(vec![chunks.concat()]);
     let calls: Vec<Vec<Vec<i64>>> = chunks.iter().map(|c| vec![c.clone()]).collect();
-    run_calls(ctx, &batch, &calls)?.pop().ok_or_else(|| "no chunk".into())
+    run_calls_fed(ctx, &batch, &calls)?.0.pop().ok_or_else(|| "no chunk".into())
 }
 
 /// Feeds 3 tokens onto a cache of 4 and compares each position with the
@@ -33,6 +33,7 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, one_token_held: bool, emit: &mut dyn FnMu
     let prefix: Vec<i64> = (0..PAST).map(|_| ctx.rng.below(vocab)).collect();
     let chunk: Vec<i64> = (0..CHUNK).map(|_| ctx.rng.below(vocab)).collect();
     let cached = run_chunks(ctx, &[prefix.clone(), chunk.clone()]);
+    let chunks = [prefix.clone(), chunk.clone()];
     let whole = run_chunks(ctx, &[[prefix, chunk].concat()]);
     let (cached, whole) = match (cached, whole) {
         (Ok(c), Ok(w)) => (c, w),
@@ -45,7 +46,8 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, one_token_held: bool, emit: &mut dyn FnMu
             return emit(Event::Chunk { rows: Vec::new(), issues: vec![issue] });
         }
     };
-    let plan = &ctx.job.plan;
+    let job = ctx.job;
+    let plan = &job.plan;
     let mut rows = Vec::new();
     // The chunk's positions are the last CHUNK rows of the uncached run.
     let n = whole.shape().get(1).copied().unwrap_or(0);
@@ -80,6 +82,20 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, one_token_held: bool, emit: &mut dyn FnMu
         } else {
             "measured: one token per call onto a past agrees with the uncached run (parity held at every step), several tokens in one call onto the same kind of past do not: the graph handles a call's new tokens as if there were one (a mask or positions traced for one new token or for an empty cache: optimum PR #1257, transformers #42017); a second prefill, speculative verification or chunked prefill gets wrong logits".into()
         });
+        // NaN/Inf in the chunk: the node that made it, as for a step.
+        if !worst.1.is_finite() {
+            let batch = Padded::new(vec![chunks.concat()]);
+            let calls: Vec<Vec<Vec<i64>>> = chunks.iter().map(|c| vec![c.clone()]).collect();
+            if let Ok((_, feeds)) = run_calls_fed(ctx, &batch, &calls) {
+                let job = ctx.job;
+                if let Some(n) =
+                    crate::diagnose::non_finite::first_non_finite(ctx.env, &job.model, &feeds, &job.options)
+                {
+                    i.node = Some(n.display);
+                    i.cause = Some(n.cause);
+                }
+            }
+        }
         issues.push(i);
     }
     emit(Event::Chunk { rows, issues });
