@@ -73,13 +73,35 @@ fn good_exports_of_every_rope_type_pass_with_the_figure() {
     }
 }
 
+/// onnxruntime-genai's precomputed cos/sin tables (read by
+/// GroupQueryAttention, stored in model.onnx.data) are audited too: the
+/// good export matches; the same folder with rope_theta edited is named.
 #[test]
-fn precomputed_tables_are_said_unaudited_never_guessed() {
+fn precomputed_genai_tables_are_audited() {
     let (code, r) = check_folder("llama-genai");
     assert_eq!(code, 0, "{r:#}");
+    let line = audit_line(file_report(&r, "model.onnx"));
+    assert!(line.contains("precomputed table pair") && line.contains("match"), "{line}");
+    let dir = std::env::temp_dir().join(format!("onnx-contract-genai-theta-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["model.onnx", "model.onnx.data", "genai_config.json", "generation_config.json"] {
+        std::fs::copy(format!("models/llama-genai/{f}"), dir.join(f)).unwrap();
+    }
+    let mut c: Value =
+        serde_json::from_str(&std::fs::read_to_string("models/llama-genai/config.json").unwrap()).unwrap();
+    c["rope_theta"] = serde_json::json!(500000.0);
+    std::fs::write(dir.join("config.json"), c.to_string()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_onnx-contract"))
+        .args(["check", dir.to_str().unwrap(), "--format", "json", "--no-fetch"])
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     let f = file_report(&r, "model.onnx");
-    let i = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "rotary-unaudited").expect("said");
-    assert_eq!(i["severity"], "info");
+    let e = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "rotary").unwrap_or_else(|| panic!("{f:#}"));
+    let m = e["message"].as_str().unwrap();
+    assert!(m.contains("rope_theta 10000 where config.json says 500000") && m.contains("`cos_cache`"), "{m}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -20,6 +20,7 @@ pub(crate) mod levels;
 pub(crate) mod positions;
 pub(crate) mod repeatability;
 pub(crate) mod rotary;
+mod rotary_tables;
 pub(crate) mod smoke;
 pub(crate) mod source_batch;
 pub(crate) mod step;

@@ -6,7 +6,8 @@
 //! (`position × inv_freq`, from the position inputs only) is cut out and run
 //! on each side of every switch, and the frequencies and the cos/sin scale
 //! are read off its outputs. A tiny model of a handful of nodes: no forward
-//! pass of the decoder, whatever its size.
+//! pass of the decoder, whatever its size. Precomputed tables (genai) are
+//! read by `rotary_tables`.
 
 use crate::diagnose::graph_edit::{self, FlatNode};
 use crate::edit::extract;
@@ -60,7 +61,8 @@ fn measure_all(ctx: &mut Ctx<'_>, rope: &Rope) -> Result<(String, Vec<StepIssue>
     let (path, nodes) = graph_edit::flatten(&bytes, &|c| (Some(c) == flag.as_deref()).then_some(false))?;
     let chains = chains(&nodes);
     if chains.is_empty() {
-        return Err("no `Cos` node in the graph (cos/sin may be precomputed tables or a fused rotary operator)".into());
+        let dir = ctx.job.model.parent().unwrap_or(std::path::Path::new(".")).to_path_buf();
+        return tables(rope, &bytes, &dir, &nodes);
     }
     let mut checked = Vec::new();
     let (mut global, mut local) = (false, false);
@@ -105,6 +107,38 @@ fn measure_all(ctx: &mut Ctx<'_>, rope: &Rope) -> Result<(String, Vec<StepIssue>
         rope.attention_scaling(),
         chains.len(),
         rope.source,
+    );
+    Ok((what, Vec::new()))
+}
+
+/// The audit of precomputed cos/sin tables (genai), when the graph has them.
+fn tables(
+    rope: &Rope,
+    bytes: &[u8],
+    dir: &std::path::Path,
+    nodes: &[FlatNode],
+) -> Result<(String, Vec<StepIssue>), String> {
+    let found = crate::checks::rotary_tables::measured(bytes, dir, nodes);
+    if found.is_empty() {
+        return Err("no `Cos` node and no cos/sin tables read by a rotary operator in the graph".into());
+    }
+    // A table is the short regime's (the first switch side) unless the config has no switch.
+    let len = rope.switch().unwrap_or(2).max(2);
+    let expected = rope.inv_freq(len);
+    for (names, freqs, scale) in &found {
+        let m = Measured { freqs: freqs.clone(), scale: *scale, tol: 2e-4 };
+        if let Some(i) = compare(rope, len, &m, &expected) {
+            let i = StepIssue { message: format!("{} (tables {names})", i.message), ..i };
+            return Ok((format!("rotary audit of precomputed tables: {}", i.message), vec![i]));
+        }
+    }
+    let what = format!(
+        "rotary audit: {} frequencies and cos/sin scale {:.6} of {} precomputed table pair(s) ({}) match {}",
+        rope.dim / 2,
+        rope.attention_scaling(),
+        found.len(),
+        found.iter().map(|f| f.0.clone()).collect::<Vec<_>>().join(", "),
+        rope.source
     );
     Ok((what, Vec::new()))
 }
