@@ -112,7 +112,7 @@ pub(crate) fn settle(findings: &mut Vec<Finding>, static_end: usize, runtimes: &
                 f.severity = Severity::Warning;
                 f.cause = Some(FIXED_SHAPES.into());
             } else if f.severity == Severity::Error && f.code == Code::DimStatic && one_token(&f.message) {
-                f.severity = Severity::Warning;
+                f.severity = Severity::Info;
                 f.cause = Some(ONE_TOKEN.into());
             }
         }

@@ -143,6 +143,35 @@ pub fn fit_positions(c: &mut Contract, sig: &Signature) {
     }
 }
 
+/// A multi-codebook decoder (MusicGen): its token and logits rows are batch ×
+/// codebooks where the encoder's are the batch (× 2 under guidance, the
+/// `total` of its dim names), and it projects the text encoder's states to
+/// its own width: those axes are the decoder's own, not the family's batch
+/// and hidden.
+pub fn fit_codebooks(c: &mut Contract, sig: &Signature) {
+    let codebooks = sig
+        .input("input_ids")
+        .and_then(|p| p.ty.tensor_parts())
+        .and_then(|(_, d)| d)
+        .and_then(|d| d.first().cloned())
+        .is_some_and(|d| matches!(d, crate::model::signature::Dim::Symbolic(s) if s.contains("codebooks")));
+    if !codebooks {
+        return;
+    }
+    let free = |rules: &mut Vec<crate::contract::TensorRule>, name: &str, axes: &[usize]| {
+        if let Some(shape) = rules.iter_mut().find(|r| r.name == name).and_then(|r| r.shape.as_mut()) {
+            for &a in axes {
+                if let Some(d) = shape.get_mut(a) {
+                    *d = DimRule::Any;
+                }
+            }
+        }
+    };
+    free(&mut c.inputs, "input_ids", &[0]);
+    free(&mut c.inputs, "encoder_hidden_states", &[0, 2]);
+    free(&mut c.outputs, "logits", &[0]);
+}
+
 /// The family contract speaks optimum's cache names; a model that names its
 /// cache otherwise (`past_key_0` / `present_key_0`, `past.0.key`, …) is
 /// judged with the contract's cache rules renamed to its own names, slot by

@@ -177,6 +177,7 @@ impl Layout {
                 }
                 contracts::rename_cache(&mut c, &e.sig);
                 contracts::fit_positions(&mut c, &e.sig);
+                contracts::fit_codebooks(&mut c, &e.sig);
                 // genai's encoder names its states itself (Whisper's `hidden_states`).
                 let states = self.genai.as_ref().and_then(|g| g.encoder_outputs.get("encoder_hidden_states"));
                 if let (Role::Encoder, Some(name)) = (e.role, states) {
