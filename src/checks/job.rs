@@ -298,7 +298,9 @@ fn prepare<'a>(
             ))
         }
     };
-    let start = opts.start_token.unwrap_or(plan.vocab - 1).clamp(0, plan.vocab - 1);
+    // The config's start token as stated: it may lie past the logits (MusicGen's is the
+    // codebook size, an extra embedding row); without one, the last logit's id.
+    let start = opts.start_token.map_or(plan.vocab - 1, |s| s.max(0));
     // A graph that fixes the tokens per call takes its prompt in calls of that size.
     let prompt_len = plan.tokens_per_call.unwrap_or(opts.prompt_len).max(1) as usize;
     let mut prompt = feeds::prompt(plan, b, prompt_len, start, &mut rng);

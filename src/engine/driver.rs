@@ -37,6 +37,18 @@ pub(crate) fn generate(
         top5.push(order.iter().take(5).map(|(i, v)| (*i as i64, *v)).collect());
         ids.push(token);
         tokens[0].push(token);
+        // Codebook rows (MusicGen) take their own greedy tokens; row 0's are the ones reported.
+        for (r, row) in tokens.iter_mut().enumerate().skip(1) {
+            let l = logits.index_axis(ndarray::Axis(0), r.min(logits.shape()[0] - 1));
+            let l = l.index_axis(ndarray::Axis(0), l.shape()[0] - 1);
+            let mut best = (0usize, f32::NEG_INFINITY);
+            for (i, v) in l.iter().enumerate() {
+                if *v > best.1 {
+                    best = (i, *v);
+                }
+            }
+            row.push(best.0 as i64);
+        }
         if !r.ignore_eos && Some(token) == r.eos {
             break;
         }

@@ -223,7 +223,12 @@ fn python(s: &Spec<'_>) -> String {
     } else {
         let _ = writeln!(o, "    cross = {{p: empty(shape, t) for p, _, t, shape in CROSS_PAST}}");
     }
-    if s.seq2seq {
+    if let (true, Some(k)) = (s.seq2seq, p.codebooks) {
+        let _ = writeln!(
+            o,
+            "    fed = np.full(({k}, 1), DECODER_START, dtype={ids_dtype})  # step 0: the start token in each of the {k} codebook rows"
+        );
+    } else if s.seq2seq {
         let _ =
             writeln!(o, "    fed = np.array([[DECODER_START]], dtype={ids_dtype})  # step 0: the decoder start token");
     } else {
@@ -347,6 +352,14 @@ fn python(s: &Spec<'_>) -> String {
         }
         None => o.push_str(&call),
     }
+    if p.codebooks.is_some() {
+        // Every codebook row takes its own greedy token; the printed ids and top-5 are row 0's.
+        let _ = writeln!(
+            o,
+            "        rows = [int(np.argsort(-out[{:?}][r, -1].astype(np.float64), kind=\"stable\")[0]) for r in range(fed.shape[0])]",
+            p.logits
+        );
+    }
     let _ = writeln!(o, "        logits = out[{:?}][0, -1].astype(np.float64)", p.logits);
     let _ = writeln!(o, "        best = np.argsort(-logits, kind=\"stable\")[:5]");
     let _ = writeln!(o, "        token = int(best[0])");
@@ -356,6 +369,11 @@ fn python(s: &Spec<'_>) -> String {
         let _ = writeln!(
             o,
             "        fed = np.concatenate([fed, np.array([[token]], dtype={ids_dtype})], axis=1)  # the whole prefix, every call"
+        );
+    } else if p.codebooks.is_some() {
+        let _ = writeln!(
+            o,
+            "        fed = np.array([[t] for t in rows], dtype={ids_dtype})  # one new token per codebook row"
         );
     } else {
         let _ = writeln!(o, "        fed = np.array([[token]], dtype={ids_dtype})");
