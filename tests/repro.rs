@@ -62,7 +62,8 @@ fn repros(r: &Value) -> Vec<Value> {
 /// Checks `folder` with `--repro`, asserts one reproduction of `code` that
 /// is smaller than the model and runs it in the fresh venv.
 fn reproduced(folder: &str, code: &str) -> (Value, String) {
-    let out = scratch(&format!("repro-{code}"));
+    // One folder per test: two tests reproducing the same code run at once.
+    let out = scratch(&format!("repro-{}-{code}", folder.replace('/', "_")));
     let (exit, r) = json(&["check", "--format", "json", &format!("models/{folder}"), "--repro", path_str(&out)]);
     assert_eq!(exit, 2, "{folder} fails");
     let rep = repros(&r).into_iter().find(|x| x["code"] == code).unwrap_or_else(|| panic!("{folder}: no {code} repro"));
