@@ -59,7 +59,7 @@ fn states(
 /// Batch 1, then a right-padded batch of 2 against each row alone.
 pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
     let vocab = ctx.job.plan.vocab.max(2);
-    let long: Vec<i64> = (0..6).map(|_| 1 + ctx.rng.below(vocab - 1)).collect();
+    let long: Vec<i64> = (0..crate::plan::ENCODER_TOKENS).map(|_| 1 + ctx.rng.below(vocab - 1)).collect();
     let short: Vec<i64> = (0..4).map(|_| 1 + ctx.rng.below(vocab - 1)).collect();
     let shown = feeds(ctx, std::slice::from_ref(&long)).iter().map(Feed::info).collect();
     emit(Event::Feeds { variant: 0, step: 0, feeds: shown });

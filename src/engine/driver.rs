@@ -15,6 +15,35 @@ pub(crate) fn generate(
     ctx: &mut Ctx<'_>,
     r: &crate::engine::options::Reference,
 ) -> Result<crate::engine::events::Generated, String> {
+    // An encoder alone: one call on the ids; the last token's first hidden values.
+    if ctx.job.plan.family == crate::plan::Family::EncoderOnly {
+        let plan = &ctx.job.plan;
+        let ids =
+            ArrayD::from_shape_vec(ndarray::IxDyn(&[1, r.ids.len()]), r.ids.clone()).map_err(|e| e.to_string())?;
+        let feeds: Vec<feeds::Feed> = crate::engine::session::declared_inputs(&ctx.session)
+            .into_iter()
+            .map(|(name, elem, _)| {
+                let fill = if name == plan.input_ids {
+                    None
+                } else {
+                    Some(i64::from(Some(&name) == plan.attention_mask.as_ref()))
+                };
+                let values = match fill {
+                    None => ids.clone(),
+                    Some(v) => ids.mapv(|_| v),
+                };
+                feeds::Feed { name, elem, values: feeds::Values::Int(values) }
+            })
+            .collect();
+        let out = run(&mut ctx.session, &feeds)?;
+        let states = out.floats.get(&plan.logits).ok_or_else(|| format!("no `{}`", plan.logits))?;
+        let last = states.index_axis(ndarray::Axis(0), 0);
+        let last = last.index_axis(ndarray::Axis(0), last.shape()[0].saturating_sub(1));
+        return Ok((
+            Vec::new(),
+            vec![last.iter().take(5).enumerate().map(|(i, v)| (i as i64, f64::from(*v))).collect()],
+        ));
+    }
     let mut empty = Cache::empty(&ctx.job.plan, 0);
     // The cross caches the encoder computed, when it computes them (genai Whisper).
     if !ctx.encoder_cross.is_empty() && ctx.encoder_cross.len() == empty.cross_past.len() {

@@ -5,6 +5,10 @@
 use super::{numeric, Family, Plan};
 use crate::model::signature::{Dim, ElemType, Signature};
 
+/// Tokens an encoder alone is run on at batch 1 (the check, and the
+/// example shapes `protocol` shows for it).
+pub const ENCODER_TOKENS: usize = 6;
+
 impl Plan {
     /// A decoder-only model with no cache at all (optimum's `text-generation`
     /// without past): every call re-feeds the whole prefix.

@@ -7,6 +7,7 @@
 
 pub mod faults;
 mod forms;
+pub use forms::ENCODER_TOKENS;
 pub mod infer;
 pub mod numeric;
 pub mod roles;

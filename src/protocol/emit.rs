@@ -43,6 +43,12 @@ pub fn program(p: &Protocol, lang: Lang) -> Result<String, String> {
         );
     }
     let plan = l.plan.as_ref().ok_or("no plan")?;
+    if l.form == "encoder-alone" {
+        return match lang {
+            Lang::Python => Ok(super::forms::encoder_python(l, plan)),
+            _ => Err("an encoder alone is written in Python only: use --emit python".into()),
+        };
+    }
     for c in plan.self_past.iter().chain(&plan.cross_past) {
         if !matches!(c.dtype.to_string().as_str(), "float32" | "float16") {
             return Err(format!("`{}` is {}: the emitted programs feed float32 or float16", c.past, c.dtype));

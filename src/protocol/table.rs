@@ -435,6 +435,15 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             plan: Some(plan),
         });
     }
+    // An encoder alone (an embeddings model): one call per text, no loop.
+    if loops.is_empty() && !layout.entries.iter().any(|x| x.role.is_decoder()) {
+        let vocab = layout.sizes.get("vocab").map_or(100, |s| s.value);
+        for e in layout.entries.iter().filter(|e| wanted(e) && e.role == Role::Encoder) {
+            if let Ok(plan) = Plan::for_encoder(&e.sig, vocab) {
+                loops.push(super::forms::encoder_alone(e, plan));
+            }
+        }
+    }
     let hints = layout.hints();
     Ok(Protocol {
         schema_version: crate::checker::report::SCHEMA_VERSION,

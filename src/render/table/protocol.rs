@@ -41,7 +41,9 @@ pub fn protocol(p: &crate::protocol::Protocol) -> String {
         if let Some(e) = &l.encoder {
             order.push(format!("{e} once on the source"));
         }
-        if l.step0_file == l.later_file {
+        if l.form == "encoder-alone" {
+            order.push(format!("{} once per batch of texts", l.later_file));
+        } else if l.step0_file == l.later_file {
             order.push(format!("{} at every step", l.later_file));
         } else {
             order.push(format!("{} at step 0", l.step0_file));
