@@ -339,3 +339,15 @@ fn the_table_shows_what_the_driver_feeds() {
         assert!(compared > 0, "{dir} {form}: nothing compared");
     }
 }
+
+/// Issue 30: with a vision encoder beside a decoder of 3-D positions, the
+/// protocol says what an image call needs, from the vision encoder's own signature.
+#[test]
+fn an_image_call_is_described_from_the_vision_encoder() {
+    let (code, p) = json(&["protocol", "--format", "json", "models/qwen2vl-tiny"]);
+    assert_eq!(code, 0);
+    let rules: Vec<&str> = p["loops"][0]["rules"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    let image = rules.iter().find(|r| r.starts_with("An image call")).unwrap_or_else(|| panic!("{rules:#?}"));
+    assert!(image.contains("onnx/vision_encoder.onnx on `pixel_values` float32 [num_patches, 24]"), "{image}");
+    assert!(image.contains("`image_features` replaces the embeddings") && image.contains("rows differ"), "{image}");
+}

@@ -45,7 +45,7 @@ pub fn program(p: &Protocol, lang: Lang) -> Result<String, String> {
     let plan = l.plan.as_ref().ok_or("no plan")?;
     if l.form == "encoder-alone" {
         return match lang {
-            Lang::Python => Ok(super::forms::encoder_python(l, plan)),
+            Lang::Python => Ok(super::emit_encoder::encoder_python(l, plan)),
             _ => Err("an encoder alone is written in Python only: use --emit python".into()),
         };
     }

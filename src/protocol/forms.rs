@@ -91,12 +91,10 @@ pub(super) fn adjust(plan: &Plan, step0: bool, embed: Option<&str>, rows: &mut V
     }
 }
 
-/// The one call of an encoder alone (an embeddings model): every input with
-/// what to feed, the hidden states out; pooling is the application's.
-pub(super) fn encoder_alone(e: &crate::folder::layout::Entry, plan: Plan) -> super::table::Loop {
-    let rel = e.file.rel.clone();
-    let feeds: Vec<super::table::FeedRow> = e
-        .sig
+/// The rows of an encoder alone's one call (an embeddings model): every
+/// input with what to feed.
+pub(super) fn encoder_rows(e: &crate::folder::layout::Entry, plan: &Plan) -> Vec<Row> {
+    e.sig
         .inputs
         .iter()
         .filter_map(|p| {
@@ -108,98 +106,9 @@ pub(super) fn encoder_alone(e: &crate::folder::layout::Entry, plan: Plan) -> sup
             } else {
                 "zeros(batch, seq) (one segment)"
             };
-            let shape = "[batch, seq]".to_string();
-            Some(super::table::FeedRow {
-                name: p.name.clone(),
-                names: vec![p.name.clone()],
-                dtype: t.to_string(),
-                shape,
-                source: source.into(),
-            })
+            Some((p.name.clone(), t.to_string(), "[batch, seq]".to_string(), source.to_string()))
         })
-        .collect();
-    let at1 = format!("[1, {}]", crate::plan::ENCODER_TOKENS);
-    let examples = feeds.iter().map(|f| (f.name.clone(), vec![at1.clone(), "—".into(), "—".into()])).collect();
-    let rule = format!(
-        "One call per batch of texts, no cache and no loop: `{}` [batch, seq, hidden] holds each token's embedding; pooling (the mean over the mask, or the first token) is the application's.",
-        plan.logits
-    );
-    super::table::Loop {
-        form: "encoder-alone".into(),
-        encoder: None,
-        encoder_feeds: Vec::new(),
-        step0_file: rel.clone(),
-        later_file: rel.clone(),
-        decoder_start: None,
-        eos: None,
-        steps: vec![super::table::StepFeeds { step: "the one call".into(), file: rel.clone(), feeds, examples }],
-        rules: vec![rule],
-        paths: (None, rel.clone(), rel),
-        encoder_inputs: Vec::new(),
-        step0_inputs: e.sig.inputs.iter().map(|p| p.name.clone()).collect(),
-        embed: None,
-        plan: Some(plan),
-    }
-}
-
-/// The program of an encoder alone: one call on the token ids, printing the
-/// hidden states' shape and the last token's first values (what
-/// `protocol --reference` prints for the same ids).
-pub(super) fn encoder_python(l: &super::table::Loop, plan: &Plan) -> String {
-    format!(
-        r#"#!/usr/bin/env python3
-"""Token embeddings with {file}, written by `onnx-contract protocol --emit python`
-from the plan its runtime check drives the model with (form encoder-alone).
-
-    python3 embed.py --model-dir DIR --ids 5,17,42
-
-prints {{"ids": [], "top5": [[[i, value] for the last token's first 5 hidden values]], "shape": [...]}}.
-"""
-import argparse
-import json
-import os
-
-import numpy as np
-import onnxruntime as ort
-
-MODEL = {file:?}
-IDS = {ids:?}  # the token ids input
-MASK = {mask}  # ones over each row's tokens (zeros over a row's right padding)
-STATES = {states:?}  # [batch, seq, hidden]: each token's embedding
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model-dir", required=True)
-    ap.add_argument("--ids", required=True, help="token ids, e.g. 5,17,42")
-    # The decoders' programs take these; an encoder generates nothing, so they change nothing.
-    ap.add_argument("--max-new-tokens", type=int, default=0)
-    ap.add_argument("--ignore-eos", action="store_true")
-    a = ap.parse_args()
-    session = ort.InferenceSession(os.path.join(a.model_dir, MODEL), providers=["CPUExecutionProvider"])
-    ids = np.array([[int(t) for t in a.ids.split(",")]], dtype=np.int64)
-    feeds = {{}}
-    for i in session.get_inputs():
-        if i.name == IDS:
-            feeds[i.name] = ids
-        elif i.name == MASK:
-            feeds[i.name] = np.ones_like(ids)
-        else:
-            feeds[i.name] = np.zeros_like(ids)  # token_type_ids: one segment
-    out = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
-    states = out[STATES].astype(np.float64)
-    first = [[i, float(v)] for i, v in enumerate(states[0, -1, :5])]
-    print(json.dumps({{"ids": [], "top5": [first], "shape": list(states.shape)}}))
-
-
-if __name__ == "__main__":
-    main()
-"#,
-        file = l.later_file,
-        ids = plan.input_ids,
-        mask = plan.attention_mask.as_ref().map_or("None".to_string(), |m| format!("{m:?}")),
-        states = plan.logits,
-    )
+        .collect()
 }
 
 /// `num_beams` of the folder's generation_config.json (the folder of a file).

@@ -4,6 +4,7 @@
 //! `emit` writes it as a program.
 
 pub mod emit;
+mod emit_encoder;
 mod emit_js;
 mod emit_rust;
 mod forms;

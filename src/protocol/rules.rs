@@ -65,3 +65,38 @@ pub(super) fn rules(plan: &Plan, form: &str, e: &Entry, beams: Option<i64>) -> V
     }
     out
 }
+
+/// What an image call needs, from the vision encoder's own signature: its
+/// inputs as declared, its output in place of the image tokens' embeddings,
+/// and (3-D positions) the image tokens' own position rows.
+pub(super) fn image_call(plan: &Plan, v: &Entry) -> String {
+    let ins: Vec<String> = v
+        .sig
+        .inputs
+        .iter()
+        .filter_map(|p| {
+            let (t, d) = p.ty.tensor_parts()?;
+            let dims: Vec<String> = d.unwrap_or_default().iter().map(ToString::to_string).collect();
+            Some(format!("`{}` {t} [{}]", p.name, dims.join(", ")))
+        })
+        .collect();
+    let out = v.sig.outputs.first().map_or("its output".to_string(), |o| format!("`{}`", o.name));
+    let mut s = format!(
+        "An image call: run {} on {} once per image; {out} replaces the embeddings of the image's placeholder tokens in `{}`, one row per image token.",
+        v.file.rel,
+        ins.join(" and "),
+        plan.inputs_embeds.as_deref().unwrap_or("inputs_embeds")
+    );
+    if let (Some(rows), Some(p)) = (plan.position_rows, &plan.position_ids) {
+        s.push_str(&format!(" Those tokens' `{p}` rows differ (the {rows} sections hold their time, height and width indices), where text tokens repeat one position in every row."));
+    }
+    s
+}
+
+/// The rule under an encoder alone's one call.
+pub(super) fn encoder_rule(plan: &Plan) -> String {
+    format!(
+        "One call per batch of texts, no cache and no loop: `{}` [batch, seq, hidden] holds each token's embedding; pooling (the mean over the mask, or the first token) is the application's.",
+        plan.logits
+    )
+}

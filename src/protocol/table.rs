@@ -316,6 +316,34 @@ fn plan_of(layout: &Layout, e: &Entry) -> Option<Plan> {
     layout.plan_for(e, 1)?.ok()
 }
 
+/// The one call of an encoder alone (an embeddings model): every input with
+/// what to feed, the hidden states out; pooling is the application's.
+fn encoder_alone(e: &Entry, plan: Plan) -> Loop {
+    let rel = e.file.rel.clone();
+    let feeds: Vec<FeedRow> = super::forms::encoder_rows(e, &plan)
+        .into_iter()
+        .map(|(name, dtype, shape, source)| FeedRow { names: vec![name.clone()], name, dtype, shape, source })
+        .collect();
+    let at1 = format!("[1, {}]", crate::plan::ENCODER_TOKENS);
+    let examples = feeds.iter().map(|f| (f.name.clone(), vec![at1.clone(), "—".into(), "—".into()])).collect();
+    Loop {
+        form: "encoder-alone".into(),
+        encoder: None,
+        encoder_feeds: Vec::new(),
+        step0_file: rel.clone(),
+        later_file: rel.clone(),
+        decoder_start: None,
+        eos: None,
+        steps: vec![StepFeeds { step: "the one call".into(), file: rel.clone(), feeds, examples }],
+        rules: vec![super::rules::encoder_rule(&plan)],
+        paths: (None, rel.clone(), rel),
+        encoder_inputs: Vec::new(),
+        step0_inputs: e.sig.inputs.iter().map(|p| p.name.clone()).collect(),
+        embed: None,
+        plan: Some(plan),
+    }
+}
+
 /// The protocol of every drivable decoder form of the folder (or file) at `path`.
 pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
     let layout = if path.is_dir() {
@@ -427,7 +455,11 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             decoder_start: if seq2seq { start } else { None },
             eos,
             steps,
-            rules: super::rules::rules(&plan, form, e, beams),
+            rules: {
+                let mut r = super::rules::rules(&plan, form, e, beams);
+                r.extend(layout.sibling(e, Role::VisionEncoder).map(|v| super::rules::image_call(&plan, v)));
+                r
+            },
             paths: (enc_rel, step0_entry.file.rel.clone(), e.file.rel.clone()),
             encoder_inputs,
             step0_inputs,
@@ -440,7 +472,7 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
         let vocab = layout.sizes.get("vocab").map_or(100, |s| s.value);
         for e in layout.entries.iter().filter(|e| wanted(e) && e.role == Role::Encoder) {
             if let Ok(plan) = Plan::for_encoder(&e.sig, vocab) {
-                loops.push(super::forms::encoder_alone(e, plan));
+                loops.push(encoder_alone(e, plan));
             }
         }
     }
