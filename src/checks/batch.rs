@@ -151,12 +151,7 @@ pub(crate) fn run_calls_fed(
 ) -> Result<(Vec<ArrayD<f32>>, Vec<Feed>), String> {
     let job = ctx.job;
     let plan = &job.plan;
-    let b = batch.rows.len();
-    let mut pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
-        .self_past
-        .iter()
-        .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::cache_zeros(c, plan.seq_axis, Some(b), 0)))
-        .collect();
+    let mut pasts = empty_pasts(plan, batch.rows.len());
     let mut past_len = 0usize;
     let mut out = Vec::new();
     let mut last = Vec::new();
@@ -232,6 +227,14 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
     emit(Event::Batch { rows, issues });
 }
 
+/// Every self past empty, `rows` rows: what a batch's first call is fed.
+fn empty_pasts(plan: &Plan, rows: usize) -> Vec<(String, ElemType, ArrayD<f32>)> {
+    plan.self_past
+        .iter()
+        .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::cache_zeros(c, plan.seq_axis, Some(rows), 0)))
+        .collect()
+}
+
 /// The first non-finite node of the padded batch's prompt call.
 fn non_finite_at_prompt(
     ctx: &mut Ctx<'_>,
@@ -240,12 +243,7 @@ fn non_finite_at_prompt(
     let job = ctx.job;
     let plan = &job.plan;
     let batch = Padded::new(prompts);
-    let b = batch.rows.len();
-    let pasts: Vec<(String, ElemType, ArrayD<f32>)> = plan
-        .self_past
-        .iter()
-        .map(|c| (c.past.clone(), c.dtype, crate::engine::feeds::cache_zeros(c, plan.seq_axis, Some(b), 0)))
-        .collect();
+    let pasts = empty_pasts(plan, batch.rows.len());
     let feeds = ctx.embedded(padded_step(plan, &batch, &batch.rows, 0, &pasts, 0)).ok()?;
     crate::diagnose::non_finite::first_non_finite(ctx.env, &job.model, &feeds, &job.options)
 }
