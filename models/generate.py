@@ -151,6 +151,12 @@ def export_optimum(model, task, out: Path, keep, onnx_dir=None):
 
 def gen_marian_tiny():
     export_optimum(marian_model(), "text2text-generation-with-past", OUT / "marian-tiny", SEQ2SEQ_FILES)
+    # Helsinki-NLP's opus-mt models ask for beam search (num_beams 4): the
+    # emitted programs and `protocol` follow generation_config.json.
+    gen = OUT / "marian-tiny" / "generation_config.json"
+    config = json.loads(gen.read_text())
+    config["num_beams"] = 4
+    gen.write_text(json.dumps(config, indent=2) + "\n")
 
 
 class SelfPastOnlyDecoder(torch.nn.Module):

@@ -1,106 +1,16 @@
-//! `protocol`: the table for every committed folder, and the emitted
-//! programs tested by running them: their cached greedy loop must give the
-//! same ids and top-5 logits as the tool's own generation without a cache.
+//! `protocol`: the table for every committed folder, against what `check`
+//! feeds and what the emitted Python program feeds under the recorder; that
+//! program's cached loop gives the same ids and top-5 logits as the tool's
+//! own generation without a cache. (The Rust and JavaScript programs and the
+//! beam searches: tests/emitted.rs.)
 
 mod common;
+#[path = "common/emit_cases.rs"]
+mod emit_cases;
 use common::*;
+use emit_cases::*;
 use serde_json::Value;
 use std::process::Command;
-
-/// (folder or file, form, --ids or --features, top-5 logit tolerance)
-const CASES: &[(&str, &str, &str, f64)] = &[
-    ("marian-tiny", "merged-decoder", "5,17,42,7", 1e-4),
-    ("marian-tiny", "split-pair", "5,17,42,7", 1e-4),
-    ("bart-tjs", "merged-decoder", "5,17,42", 1e-4),
-    ("bart-tjs", "split-pair", "5,17,42", 1e-4),
-    ("t5-tiny", "merged-decoder", "5,17,42", 1e-4),
-    ("whisper-tiny", "merged-decoder", "FEATURES", 1e-4),
-    ("gpt2-tiny", "decoder-only", "3,14,15,92", 1e-4),
-    ("llama-tiny", "decoder-only", "3,14,15,92", 1e-4),
-    ("qwen2-tiny", "decoder-only", "3,14,15,92", 1e-4),
-    ("mistral-tiny", "decoder-only", "3,14,15,92", 1e-4),
-    ("gemma-tiny", "decoder-only", "3,14,15,92", 1e-4),
-    ("llama-genai", "decoder-only", "3,14,15,92", 1e-4),
-    ("marian-fp16", "merged-decoder", "5,17,42,7", 2e-2),
-    ("gpt2-int8/onnx/model_quantized.onnx", "decoder-only", "3,14,15,92", 5e-2),
-    // Outside optimum's conventions, planned from the inferred protocol (issue 20).
-    ("dynamo-llama", "decoder-only", "3,14,15,92", 1e-4),
-    ("custom-total-seq", "decoder-only", "3,14,15,92", 1e-4),
-    ("gpt-bigcode-tiny", "decoder-only", "3,14,15,92", 1e-4),
-    ("bloom-tiny", "decoder-only", "3,14,15,92", 1e-4),
-    ("gemma3-tiny", "decoder-only", "3,14,15,92", 1e-4),
-    // Folder kinds: optimum's merge_decoders of a decoder-only pair (the flag,
-    // no encoder), 3-D multimodal positions through embed_tokens.onnx.
-    ("gpt2-merged-decoders", "merged-decoder", "3,14,15,92", 1e-4),
-    ("qwen2vl-tiny", "decoder-only", "3,14,15,92", 1e-4),
-    // optimum's text-generation without past: the whole prefix every call.
-    ("llama-no-cache", "no-cache", "3,14,15,92", 1e-4),
-    // optimum's legacy decoder-only pair: the prompt through decoder_model.onnx.
-    ("gpt2-legacy-pair", "split-pair", "3,14,15,92", 1e-4),
-    // Cache forms of their own: a static cache (one token per call into fixed
-    // buffers at cache_position, with and without a mask over the buffer), a
-    // genai hybrid (shared max_length buffers, conv states), embeddings through
-    // embed_tokens.onnx, raw audio samples, multi-head latent attention.
-    ("static-cache-llama", "decoder-only", "1,307,42,118", 1e-4),
-    ("static-cache-with-mask", "decoder-only", "1,307,42,118", 1e-4),
-    ("lfm2-genai", "decoder-only", "3,14,15,92", 1e-4),
-    ("tjs-vlm", "decoder-only", "1,5,17,42,100,250", 1e-4),
-    ("moonshine-tiny", "merged-decoder", "SAMPLES", 1e-4),
-    ("moonshine-tiny", "split-pair", "SAMPLES", 1e-4),
-    ("deepseek-mla-tiny", "decoder-only", "3,14,15,92", 1e-4),
-    // onnxruntime-genai's Whisper: int32 ids, cross caches computed by the encoder.
-    ("whisper-genai-nonzero-bias", "cross-from-encoder", "FEATURES", 1e-4),
-    // MusicGen: one token row per codebook, each its own greedy token (issue 30).
-    ("musicgen-tiny", "split-pair", "5,17,42", 1e-4),
-    // An encoder alone: one call, the last token's hidden values against the tool's own run.
-    ("bert-embeddings", "encoder-alone", "5,17,42", 1e-4),
-];
-
-fn features(dir: &std::path::Path) -> String {
-    let path = dir.join("features.npy");
-    let code = "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(0).standard_normal((80, 3000)).astype(np.float32))";
-    let ok = Command::new("python3").args(["-c", code, path_str(&path)]).status().unwrap().success();
-    assert!(ok, "numpy writes the features");
-    path.display().to_string()
-}
-
-/// One second of seeded 16 kHz samples (a raw-audio encoder's input).
-fn samples(dir: &std::path::Path) -> String {
-    let path = dir.join("samples.npy");
-    let code = "import numpy as np, sys; np.save(sys.argv[1], (0.1 * np.random.default_rng(0).standard_normal(16000)).astype(np.float32))";
-    let ok = Command::new("python3").args(["-c", code, path_str(&path)]).status().unwrap().success();
-    assert!(ok, "numpy writes the samples");
-    path.display().to_string()
-}
-
-fn input_args(input: &str, features: &str) -> Vec<String> {
-    if input == "FEATURES" {
-        vec!["--features".into(), features.into()]
-    } else if input == "SAMPLES" {
-        let dir = std::path::Path::new(features).parent().unwrap();
-        vec!["--features".into(), samples(dir)]
-    } else {
-        vec!["--ids".into(), input.into()]
-    }
-}
-
-fn compare(case: &str, got: &Value, want: &Value, tol: f64) {
-    assert_eq!(got["ids"], want["ids"], "{case}: ids");
-    let n = want["ids"].as_array().unwrap().len();
-    // A decoder generates 16 tokens; an encoder alone generates none, its values are compared.
-    let encoder = case.contains("encoder-alone");
-    assert!(
-        n >= 16 || (encoder && n == 0 && want["top5"][0].as_array().is_some_and(|v| v.len() == 5)),
-        "{case}: {n} tokens"
-    );
-    for (g, w) in got["top5"].as_array().unwrap().iter().zip(want["top5"].as_array().unwrap()) {
-        for (a, b) in g.as_array().unwrap().iter().zip(w.as_array().unwrap()) {
-            let (la, lb) = (a[1].as_f64().unwrap(), b[1].as_f64().unwrap());
-            let scale = lb.abs().max(1.0);
-            assert!((la - lb).abs() <= tol * scale, "{case}: logit {la} vs {lb}");
-        }
-    }
-}
 
 #[test]
 fn protocol_prints_every_step_within_100_columns_and_as_json() {
@@ -124,156 +34,97 @@ fn protocol_prints_every_step_within_100_columns_and_as_json() {
     }
 }
 
+/// Issue 33: every fixture's emitted Python program, run under the project's
+/// recorder (python/onnx_contract_trace.py), generates what the tool's own
+/// uncached generation does; it feeds exactly the names, element types and
+/// batch-1 shapes the table shows for steps 0–2; and `replay` of its
+/// recording says "both fine".
 #[test]
-fn emitted_python_programs_match_the_uncached_reference() {
+fn emitted_python_programs_match_the_reference_the_table_and_replay() {
     let tmp = std::env::temp_dir().join(format!("onnx-contract-emit-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let feats = features(&tmp);
     for (dir, form, input, tol) in CASES {
         let case = format!("{dir} ({form})");
-        let target = format!("models/{dir}");
-        let model_dir = if dir.ends_with(".onnx") {
-            root().join(&target).parent().unwrap().to_path_buf()
-        } else {
-            root().join(&target)
-        };
-        let out = run(&["protocol", &target, "--form", form, "--emit", "python"]);
-        assert!(out.status.success(), "{case}: {}", String::from_utf8_lossy(&out.stderr));
         let program = tmp.join("gen.py");
-        std::fs::write(&program, &out.stdout).unwrap();
-        let args = input_args(input, &feats);
+        std::fs::write(&program, emitted(dir, form, "python")).unwrap();
+        let trace = tmp.join("trace.jsonl");
+        let _ = std::fs::remove_file(&trace);
         let ran = Command::new("python3")
+            .arg(root().join("python/onnx_contract_trace.py"))
+            .arg(&trace)
             .arg(&program)
-            .args(["--model-dir", path_str(&model_dir), "--max-new-tokens", "16", "--ignore-eos"])
-            .args(&args)
+            .args(program_args(dir, input, &feats, None))
             .output()
             .unwrap();
         assert!(ran.status.success(), "{case}: {}", String::from_utf8_lossy(&ran.stderr));
         let got: Value = serde_json::from_slice(&ran.stdout).unwrap();
-        let mut reference =
-            vec!["protocol", &target, "--form", form, "--reference", "--max-new-tokens", "16", "--ignore-eos"];
-        let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
-        reference.extend(args_ref);
-        let r = run(&reference);
-        assert!(r.status.success(), "{case}: {}", String::from_utf8_lossy(&r.stderr));
-        let want: Value = serde_json::from_slice(&r.stdout).unwrap();
-        compare(&case, &got, &want, *tol);
+        compare(&case, &got, &reference(dir, form, &input_args(input, &feats), None), *tol);
+        if *form == "encoder-alone" {
+            continue;
+        }
+        the_trace_feeds_what_the_table_shows(&case, dir, form, &trace);
+        let target = format!("models/{dir}");
+        let model = if dir.ends_with(".onnx") { target.clone() } else { target };
+        let r = run(&["replay", path_str(&trace), "--model", &model]);
+        let text = String::from_utf8_lossy(&r.stdout);
+        assert_eq!(r.status.code(), Some(0), "{case}: replay of the emitted program:\n{text}{}", String::from_utf8_lossy(&r.stderr));
+        assert!(text.contains("both fine"), "{case}:\n{text}");
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
-/// A subset covering every form and numeric kind, for the compiled languages.
-const LANG_CASES: &[(&str, &str, &str, f64)] = &[
-    ("marian-tiny", "merged-decoder", "5,17,42,7", 1e-4),
-    ("bart-tjs", "split-pair", "5,17,42", 1e-4),
-    ("whisper-tiny", "merged-decoder", "FEATURES", 1e-4),
-    ("gpt2-tiny", "decoder-only", "3,14,15,92", 1e-4),
-    ("llama-genai", "decoder-only", "3,14,15,92", 1e-4),
-    ("marian-fp16", "merged-decoder", "5,17,42,7", 2e-2),
-    ("gpt2-int8/onnx/model_quantized.onnx", "decoder-only", "3,14,15,92", 5e-2),
-];
-
-fn model_dir(dir: &str) -> std::path::PathBuf {
-    let target = root().join("models").join(dir);
-    if dir.ends_with(".onnx") {
-        target.parent().unwrap().to_path_buf()
-    } else {
-        target
+/// The decoder calls of a recorded emitted program against the table: every
+/// call feeds the inputs the table lists for its step (step 0's for the
+/// prompt's calls), with its element type; the first three steps' shapes are
+/// the table's batch-1 examples (encoder-sized ones aside).
+fn the_trace_feeds_what_the_table_shows(case: &str, dir: &str, form: &str, trace: &std::path::Path) {
+    let (_, p) = json(&["protocol", "--format", "json", &format!("models/{dir}")]);
+    let lp = p["loops"].as_array().unwrap().iter().find(|l| l["form"] == *form).unwrap();
+    let files = [lp["step0_file"].as_str().unwrap(), lp["later_file"].as_str().unwrap()];
+    let text = std::fs::read_to_string(trace).unwrap();
+    let calls: Vec<Value> = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|c| files.iter().any(|f| f.ends_with(c["model"].as_str().unwrap())))
+        .collect();
+    assert!(calls.len() >= 3, "{case}: {} decoder calls recorded", calls.len());
+    // A static export takes the prompt a few tokens per call: those calls are step 0's.
+    let per_call = lp["steps"][0]["feeds"][0]["source"].as_str().unwrap_or_default().contains("per call");
+    let prompt_calls = if per_call { 4 } else { 1 };
+    let mut compared = 0;
+    for (i, call) in calls.iter().enumerate() {
+        let (kind, step) = if i < prompt_calls { (0, 0) } else { (1, i + 1 - prompt_calls) };
+        let table = &lp["steps"][kind];
+        let feeds = call["feeds"].as_object().unwrap();
+        for row in table["feeds"].as_array().unwrap() {
+            let label = row["name"].as_str().unwrap();
+            let example = table["examples"].as_array().unwrap().iter().find(|e| e[0] == label).unwrap()[1]
+                .get(step.min(2))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            for name in row["names"].as_array().unwrap() {
+                let name = name.as_str().unwrap();
+                let fed = feeds.get(name).unwrap_or_else(|| panic!("{case}: call {i} does not feed `{name}` the table shows"));
+                assert_eq!(fed["dtype"], row["dtype"], "{case}: `{name}` at call {i}");
+                let shape: Vec<String> = fed["shape"].as_array().unwrap().iter().map(|d| d.to_string()).collect();
+                let shape = format!("[{}]", shape.join(", "));
+                let encoder_sized = row["shape"].as_str().unwrap().contains("enc_len");
+                if !per_call && step <= 2 && !encoder_sized {
+                    assert_eq!(shape, example, "{case}: `{name}` at step {step}");
+                }
+                compared += 1;
+            }
+        }
+        for name in feeds.keys() {
+            let shown =
+                table["feeds"].as_array().unwrap().iter().any(|row| row["names"].as_array().unwrap().iter().any(|n| n == name));
+            assert!(shown, "{case}: call {i} feeds `{name}`, the table does not show it");
+        }
     }
-}
-
-fn reference(dir: &str, form: &str, args: &[String]) -> Value {
-    let target = format!("models/{dir}");
-    let mut cmd = vec!["protocol", &target, "--form", form, "--reference", "--max-new-tokens", "16", "--ignore-eos"];
-    cmd.extend(args.iter().map(String::as_str));
-    let r = run(&cmd);
-    assert!(r.status.success(), "{dir}: {}", String::from_utf8_lossy(&r.stderr));
-    serde_json::from_slice(&r.stdout).unwrap()
-}
-
-fn emitted(dir: &str, form: &str, lang: &str) -> Vec<u8> {
-    let out = run(&["protocol", &format!("models/{dir}"), "--form", form, "--emit", lang]);
-    assert!(out.status.success(), "{dir}: {}", String::from_utf8_lossy(&out.stderr));
-    out.stdout
-}
-
-#[test]
-fn emitted_rust_programs_build_and_match_the_uncached_reference() {
-    let krate = root().join("target").join("emitted-rust-crate");
-    let bins = krate.join("src").join("bin");
-    std::fs::create_dir_all(&bins).unwrap();
-    std::fs::write(
-        krate.join("Cargo.toml"),
-        "[package]\nname = \"emitted\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n[dependencies]\n\
-         ort = { version = \"=2.0.0-rc.15\", default-features = false, features = [\"std\", \"ndarray\", \"load-dynamic\", \"api-17\", \"half\"] }\n\
-         ndarray = \"0.17\"\nhalf = \"2\"\n\n[workspace]\n",
-    )
-    .unwrap();
-    for (i, (dir, form, _, _)) in LANG_CASES.iter().enumerate() {
-        std::fs::write(bins.join(format!("case{i}.rs")), emitted(dir, form, "rust")).unwrap();
-    }
-    // Its own target dir: the outer cargo holds ours.
-    let target = root().join("target").join("emitted-rust");
-    let build = Command::new("cargo")
-        .args(["build", "--quiet", "--bins"])
-        .current_dir(&krate)
-        .env("CARGO_TARGET_DIR", &target)
-        .output()
-        .unwrap();
-    assert!(build.status.success(), "the emitted Rust does not build:\n{}", String::from_utf8_lossy(&build.stderr));
-    let lib = onnx_contract::engine::locate::locate(None).expect("ONNX Runtime").path;
-    let tmp = std::env::temp_dir().join(format!("onnx-contract-emit-rs-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
-    let feats = features(&tmp);
-    for (i, (dir, form, input, tol)) in LANG_CASES.iter().enumerate() {
-        let args = input_args(input, &feats);
-        let ran = Command::new(target.join("debug").join(format!("case{i}")))
-            .args(["--model-dir", path_str(&model_dir(dir)), "--max-new-tokens", "16", "--ignore-eos"])
-            .args(&args)
-            .env("ORT_DYLIB_PATH", &lib)
-            .output()
-            .unwrap();
-        assert!(ran.status.success(), "{dir}: {}", String::from_utf8_lossy(&ran.stderr));
-        let got: Value = serde_json::from_slice(&ran.stdout).unwrap();
-        compare(&format!("rust {dir} ({form})"), &got, &reference(dir, form, &args), *tol);
-    }
-    let _ = std::fs::remove_dir_all(&tmp);
-}
-
-#[test]
-fn emitted_javascript_programs_match_the_uncached_reference() {
-    // onnxruntime-node as tests/setup.sh installed it for the recorder (README's
-    // test command runs the setup first): the emitted programs resolve it from
-    // a link beside them, so this test fetches nothing.
-    let js = root().join("target").join("emitted-js");
-    std::fs::create_dir_all(&js).unwrap();
-    let installed = root().join("tests/callers/node_modules");
-    assert!(installed.join("onnxruntime-node").is_dir(), "onnxruntime-node is missing: run tests/setup.sh");
-    std::fs::write(js.join("package.json"), "{\"name\": \"emitted\", \"private\": true, \"type\": \"module\"}\n")
-        .unwrap();
-    let link = js.join("node_modules");
-    if std::fs::read_link(&link).ok().as_deref() != Some(installed.as_path()) {
-        let _ = std::fs::remove_dir_all(&link).or_else(|_| std::fs::remove_file(&link));
-        std::os::unix::fs::symlink(&installed, &link).unwrap();
-    }
-    let tmp = std::env::temp_dir().join(format!("onnx-contract-emit-js-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
-    let feats = features(&tmp);
-    for (i, (dir, form, input, tol)) in LANG_CASES.iter().enumerate() {
-        let program = js.join(format!("case{i}.mjs"));
-        std::fs::write(&program, emitted(dir, form, "js")).unwrap();
-        let args = input_args(input, &feats);
-        let ran = Command::new("node")
-            .arg(&program)
-            .args(["--model-dir", path_str(&model_dir(dir)), "--max-new-tokens", "16", "--ignore-eos"])
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(ran.status.success(), "{dir}: {}", String::from_utf8_lossy(&ran.stderr));
-        let got: Value = serde_json::from_slice(&ran.stdout).unwrap();
-        compare(&format!("js {dir} ({form})"), &got, &reference(dir, form, &args), *tol);
-    }
-    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(compared > 0, "{case}: nothing compared");
 }
 
 /// Issue 33: the table and the driver are views of one plan. For every

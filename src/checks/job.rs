@@ -64,7 +64,7 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
     }
     if let Some(r) = job.options.reference.clone() {
         match generate(&mut ctx, &r) {
-            Ok((ids, top5)) => emit(Event::Generated { ids, top5 }),
+            Ok((ids, top5, score)) => emit(Event::Generated { ids, top5, score }),
             Err(message) => emit(fatal(Stage::Plan, format!("reference generation: {message}"), None)),
         }
         return emit(Event::Done);

@@ -22,8 +22,8 @@ pub(crate) struct ProtocolArgs {
     /// Write a program instead: python (onnxruntime + numpy), rust (ort 2 + ndarray) or js (onnxruntime-node).
     #[arg(long, value_enum)]
     emit: Option<Lang>,
-    /// Instead: generate greedily WITHOUT a cache (every step recomputes the
-    /// prefix) and print what an emitted program prints, as a reference.
+    /// Instead: generate WITHOUT a cache (every step recomputes the prefix)
+    /// and print what an emitted program prints, as a reference.
     #[arg(long, conflicts_with = "emit")]
     reference: bool,
     /// The prompt (decoder-only) or the source ids (text seq2seq) for --reference, e.g. 5,17,42.
@@ -38,6 +38,9 @@ pub(crate) struct ProtocolArgs {
     /// Do not stop at the end token (--reference).
     #[arg(long)]
     ignore_eos: bool,
+    /// Beams for --reference (default: generation_config.json's num_beams, else 1: greedy).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    num_beams: Option<u16>,
     /// Which decoder form to emit or generate with when the folder has
     /// several: merged-decoder, split-pair, decoder-only (default: the first).
     #[arg(long)]
@@ -45,7 +48,7 @@ pub(crate) struct ProtocolArgs {
 }
 
 pub(crate) fn run(args: ProtocolArgs, json_out: bool) -> Result<i32, Fail> {
-    let ProtocolArgs { path, emit: lang, reference, ids, features, max_new_tokens, ignore_eos, form } = args;
+    let ProtocolArgs { path, emit: lang, reference, ids, features, max_new_tokens, ignore_eos, num_beams, form } = args;
     let mut p = onnx_contract::protocol::describe(&path)?;
     if let Some(form) = form {
         let forms: Vec<String> = p.loops.iter().map(|l| l.form.clone()).collect();
@@ -59,10 +62,11 @@ pub(crate) fn run(args: ProtocolArgs, json_out: bool) -> Result<i32, Fail> {
         }
     }
     if reference {
-        let (ids, top5) =
-            onnx_contract::protocol::reference::generate(&p, &path, ids, features, max_new_tokens, ignore_eos)
+        let beams = num_beams.map(usize::from);
+        let (ids, top5, score) =
+            onnx_contract::protocol::reference::generate(&p, &path, ids, features, max_new_tokens, ignore_eos, beams)
                 .map_err(|message| Fail { code: exit::NO_RUNTIME, kind: "runtime", message })?;
-        emit(&format!("{}\n", serde_json::json!({ "ids": ids, "top5": top5 })));
+        emit(&format!("{}\n", serde_json::json!({ "ids": ids, "score": score, "top5": top5 })));
         return Ok(exit::OK);
     }
     match lang {
@@ -72,8 +76,9 @@ pub(crate) fn run(args: ProtocolArgs, json_out: bool) -> Result<i32, Fail> {
                 Lang::Rust => onnx_contract::protocol::emit::Lang::Rust,
                 Lang::Js => onnx_contract::protocol::emit::Lang::Js,
             };
+            // A plan no program can be written for: the folder, not the caller (one line, nothing written).
             let text = onnx_contract::protocol::emit::program(&p, lang).map_err(|message| Fail {
-                code: exit::VIOLATED,
+                code: exit::BAD_MODEL,
                 kind: "protocol",
                 message: format!("{}: {message}", path.display()),
             })?;

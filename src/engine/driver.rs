@@ -42,6 +42,7 @@ pub(crate) fn generate(
         return Ok((
             Vec::new(),
             vec![last.iter().take(5).enumerate().map(|(i, v)| (i as i64, f64::from(*v))).collect()],
+            0.0,
         ));
     }
     let mut empty = Cache::empty(&ctx.job.plan, 0);
@@ -49,27 +50,25 @@ pub(crate) fn generate(
     if !ctx.encoder_cross.is_empty() && ctx.encoder_cross.len() == empty.cross_past.len() {
         empty.cross_past = ctx.encoder_cross.clone();
     }
+    if r.beams > 1 {
+        return beam_search(ctx, r, &empty);
+    }
     let mut tokens = ctx.prompt.clone();
-    let (mut ids, mut top5) = (Vec::new(), Vec::new());
+    let (mut ids, mut top5, mut score) = (Vec::new(), Vec::new(), 0.0);
     for _ in 0..r.max_new_tokens {
-        // A fixed-shape export takes no whole prefix: the prefix again, call by call, from fresh buffers.
-        let logits = match ctx.job.plan.tokens_per_call {
-            Some(k) => prefix_by_calls(ctx, &tokens, k.max(1) as usize)?,
-            None => recompute(ctx, &tokens, 0, &empty)?,
-        };
-        let last = logits.index_axis(ndarray::Axis(0), 0);
-        let row = last.index_axis(ndarray::Axis(0), last.shape()[0] - 1);
-        let mut order: Vec<(usize, f64)> = row.iter().map(|v| f64::from(*v)).enumerate().collect();
+        let logits = last_logits(ctx, &tokens, &empty)?;
+        let row: Vec<f64> = logits.index_axis(ndarray::Axis(0), 0).iter().map(|v| f64::from(*v)).collect();
+        let mut order: Vec<(usize, f64)> = row.iter().copied().enumerate().collect();
         // Highest first; equal logits by lower id (numpy's stable argsort of -logits).
         order.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0)));
         let token = order[0].0 as i64;
+        score += crate::engine::beam::log_softmax(&row)[order[0].0];
         top5.push(order.iter().take(5).map(|(i, v)| (*i as i64, *v)).collect());
         ids.push(token);
         tokens[0].push(token);
         // Codebook rows (MusicGen) take their own greedy tokens; row 0's are the ones reported.
         for (r, row) in tokens.iter_mut().enumerate().skip(1) {
             let l = logits.index_axis(ndarray::Axis(0), r.min(logits.shape()[0] - 1));
-            let l = l.index_axis(ndarray::Axis(0), l.shape()[0] - 1);
             let mut best = (0usize, f32::NEG_INFINITY);
             for (i, v) in l.iter().enumerate() {
                 if *v > best.1 {
@@ -82,7 +81,57 @@ pub(crate) fn generate(
             break;
         }
     }
-    Ok((ids, top5))
+    Ok((ids, top5, score))
+}
+
+/// Every row's logits at the last position of `tokens`, recomputed without a cache.
+fn last_logits(ctx: &mut Ctx<'_>, tokens: &[Vec<i64>], empty: &Cache) -> Result<ndarray::Array2<f32>, String> {
+    // A fixed-shape export takes no whole prefix: the prefix again, call by call, from fresh buffers.
+    let logits = match ctx.job.plan.tokens_per_call {
+        Some(k) => prefix_by_calls(ctx, tokens, k.max(1) as usize)?,
+        None => recompute(ctx, tokens, 0, empty)?,
+    };
+    let last = logits.shape().get(1).map_or(0, |n| n.saturating_sub(1));
+    logits
+        .index_axis(ndarray::Axis(1), last)
+        .to_owned()
+        .into_dimensionality()
+        .map_err(|e| format!("logits of rank {}: {e}", logits.ndim()))
+}
+
+/// The programs' beam search (`engine::beam`) without a cache: every beam's
+/// whole prefix recomputed at every step, one row at a time.
+fn beam_search(
+    ctx: &mut Ctx<'_>,
+    r: &crate::engine::options::Reference,
+    empty: &Cache,
+) -> Result<crate::engine::events::Generated, String> {
+    if ctx.prompt.len() != 1 {
+        return Err("beam search over several token rows (codebooks) is not written".into());
+    }
+    let prompt = ctx.prompt[0].clone();
+    let mut beams = crate::engine::beam::Beams::new(r.beams, r.length_penalty);
+    let eos = if r.ignore_eos { None } else { r.eos };
+    for step in 0..r.max_new_tokens {
+        let mut logp: Vec<Vec<f64>> = Vec::new();
+        for seq in beams.seqs.clone() {
+            // The beams start as one: step 0's rows are all row 0's.
+            if step == 0 && !logp.is_empty() {
+                logp.push(logp[0].clone());
+                continue;
+            }
+            let tokens = vec![[prompt.clone(), seq].concat()];
+            let logits = last_logits(ctx, &tokens, empty)?;
+            let row: Vec<f64> = logits.index_axis(ndarray::Axis(0), 0).iter().map(|v| f64::from(*v)).collect();
+            logp.push(crate::engine::beam::log_softmax(&row));
+        }
+        beams.step(&logp, eos);
+        if beams.done() {
+            break;
+        }
+    }
+    let (_, ids, score) = beams.best();
+    Ok((ids, Vec::new(), score))
 }
 
 /// Logits of the whole prefix without cache: the separate no-cache model

@@ -8,7 +8,7 @@ use crate::model::signature::ElemType;
 use serde::{Deserialize, Serialize};
 
 /// A generation's new token ids and, per token, the five highest `(id, logit)`.
-pub type Generated = (Vec<i64>, Vec<Vec<(i64, f64)>>);
+pub type Generated = (Vec<i64>, Vec<Vec<(i64, f64)>>, f64);
 
 /// A tensor's name, element type and shape, as fed or as produced.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -237,8 +237,11 @@ pub enum Event {
     Generated {
         /// The new token ids.
         ids: Vec<i64>,
-        /// The five highest logits (id, logit) of every new token.
+        /// The five highest logits (id, logit) of every new token (greedy only).
         top5: Vec<Vec<(i64, f64)>>,
+        /// The new tokens' summed log-probability.
+        #[serde(default)]
+        score: f64,
     },
     /// A variant against the fp32 model, teacher-forced: (position, max |Δ|, relative, top-1 agrees).
     Variant {

@@ -16,6 +16,9 @@ pub mod locate;
 pub mod messages;
 pub mod runtime_report;
 
+/// The beam search the emitted programs run, for their reference.
+#[cfg(feature = "runtime")]
+pub(crate) mod beam;
 #[cfg(feature = "runtime")]
 pub(crate) mod child;
 #[cfg(feature = "runtime")]

@@ -161,6 +161,20 @@ pub struct Reference {
     pub ignore_eos: bool,
     /// The end token.
     pub eos: Option<i64>,
+    /// Beams (1: greedy).
+    #[serde(default = "one")]
+    pub beams: usize,
+    /// The beams' length penalty (generation_config.json's, default 1.0).
+    #[serde(default = "unit")]
+    pub length_penalty: f64,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn unit() -> f64 {
+    1.0
 }
 
 impl Default for Options {

@@ -258,7 +258,7 @@ impl RuntimeReport {
                 let f = self.finding(f);
                 self.findings.push(f);
             }
-            Event::Generated { ids, top5 } => self.generated = Some((ids, top5)),
+            Event::Generated { ids, top5, score } => self.generated = Some((ids, top5, score)),
             Event::Replayed { call, error, node, sources, scores, rows } => {
                 if !rows.is_empty() {
                     self.replay_rows.push((call, rows));

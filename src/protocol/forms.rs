@@ -111,11 +111,51 @@ pub(super) fn encoder_rows(e: &crate::folder::layout::Entry, plan: &Plan) -> Vec
         .collect()
 }
 
-/// `num_beams` of the folder's generation_config.json (the folder of a file).
-pub(super) fn beams(path: &std::path::Path) -> Option<i64> {
-    let dir = if path.is_dir() { path } else { path.parent()? };
-    let text = std::fs::read(dir.join("generation_config.json")).ok()?;
-    serde_json::from_slice::<serde_json::Value>(&text).ok()?.get("num_beams")?.as_i64()
+/// `num_beams` and `length_penalty` (default 1.0) of the folder's
+/// generation_config.json (the folder of a file).
+pub(super) fn beams(path: &std::path::Path) -> (Option<i64>, f64) {
+    let dir = if path.is_dir() { Some(path) } else { path.parent() };
+    let config = dir
+        .and_then(|d| std::fs::read(d.join("generation_config.json")).ok())
+        .and_then(|text| serde_json::from_slice::<serde_json::Value>(&text).ok());
+    let get = |key: &str| config.as_ref().and_then(|c| c.get(key).cloned());
+    (get("num_beams").and_then(|v| v.as_i64()), get("length_penalty").and_then(|v| v.as_f64()).unwrap_or(1.0))
+}
+
+/// The encoder's rows of the table: each declared input and what to feed it.
+pub(super) fn encoder_feeds(inputs: &[(String, String, Vec<i64>)]) -> Vec<super::table::FeedRow> {
+    inputs
+            .iter()
+            .map(|(n, t, d)| {
+                let shape: Vec<String> = d
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        if i == 0 {
+                            "batch".into()
+                        } else if *v > 0 {
+                            v.to_string()
+                        } else {
+                            "src_len".into()
+                        }
+                    })
+                    .collect();
+                let source = if t.starts_with("float") {
+                    "the audio features (e.g. log-mel spectrogram)"
+                } else if n.contains("mask") {
+                    "ones(batch, src_len)"
+                } else {
+                    "the source token ids"
+                };
+                super::table::FeedRow {
+                    name: n.clone(),
+                    names: vec![n.clone()],
+                    dtype: t.clone(),
+                    shape: format!("[{}]", shape.join(", ")),
+                    source: source.into(),
+                }
+            })
+            .collect()
 }
 
 /// `[1×2, 4]` → `[2, 4]`: products in an example shape worked out.

@@ -6,6 +6,7 @@
 pub mod emit;
 mod emit_encoder;
 mod emit_js;
+mod emit_python;
 mod emit_rust;
 mod forms;
 #[cfg(feature = "runtime")]

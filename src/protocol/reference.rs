@@ -1,6 +1,7 @@
 //! The tool's own greedy generation without a cache (every step recomputes
 //! the whole prefix, on the model's no-cache path): what an emitted
-//! program's cached loop must reproduce, token for token.
+//! program's cached loop must reproduce, token for token (and its beam
+//! search, every beam's prefix recomputed).
 
 use super::table::Protocol;
 use crate::engine::locate;
@@ -19,6 +20,7 @@ pub fn generate(
     features: Option<PathBuf>,
     max_new_tokens: usize,
     ignore_eos: bool,
+    beams: Option<usize>,
 ) -> Result<Generated, String> {
     let l = p.loops.iter().find(|l| l.form != "with-past-alone").ok_or("no decoder form to generate with")?;
     let plan = l.plan.clone().ok_or("no plan")?;
@@ -30,7 +32,19 @@ pub fn generate(
         embed_tokens: l.embed.as_deref().map(file),
         no_cache_model: (l.form == "split-pair").then(|| file(&l.step0_file)),
         start_token: l.decoder_start,
-        reference: Some(Reference { ids, features, max_new_tokens, ignore_eos, eos: l.eos }),
+        reference: Some(Reference {
+            ids,
+            features,
+            max_new_tokens,
+            ignore_eos,
+            eos: l.eos,
+            // The emitted programs' default: the folder's num_beams (one row of codebooks: greedy).
+            beams: beams.unwrap_or_else(|| {
+                let asked = l.beams.0.filter(|_| plan.codebooks.is_none()).unwrap_or(1);
+                usize::try_from(asked).unwrap_or(1).max(1)
+            }),
+            length_penalty: l.beams.1,
+        }),
         ..Options::default()
     };
     let job = Job { model: file(&l.later_file), ort_lib: lib.path.clone(), plan, options };

@@ -1,7 +1,59 @@
-//! What every emitter reads off a protocol loop and its plan.
+//! What every emitter reads off a protocol loop and its plan: one recipe of
+//! the decoder's feeds and caches, each with its value rule, so that the
+//! Python, Rust and JavaScript programs are three renderings of one plan
+//! (the table reads the same plan through `forms`).
 
 use super::table::Loop;
-use crate::plan::Plan;
+use crate::plan::{CacheTensor, Plan};
+
+/// How one decoder input's value is made at a call. `rows` is the batch
+/// (1, or the beams), `n` the tokens of this call, `past_len` the tokens
+/// already in the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// The tokens of this call, `[rows × codebooks, n]`.
+    Ids,
+    /// The embedding model's output for the tokens of this call.
+    Embeds,
+    /// The merged decoder's branch flag: `[step > 0]`.
+    Flag,
+    /// The encoder's first output (its rows repeated per beam).
+    States,
+    /// Ones `[rows, enc_len]`.
+    EncoderMask,
+    /// Ones `[rows, past_len + n]`: the past AND the new tokens.
+    Mask,
+    /// `[rows, len]` over the whole buffer: ones up to `past_len + n`, zeros after.
+    MaskOverBuffer(i64),
+    /// `arange(past_len, past_len + n)`, `[n]`: the buffer slots written.
+    CachePosition,
+    /// The scalar 1: logits for the last position only.
+    LogitsToKeep,
+    /// `[rows, n]` continuing the past.
+    Positions,
+    /// `[k, rows, n]`: every rotary section's row the text positions.
+    Positions3(usize),
+}
+
+/// One decoder input: its name, element type and value rule.
+pub(crate) struct Feed {
+    pub(crate) name: String,
+    pub(crate) dtype: String,
+    pub(crate) rule: Rule,
+}
+
+/// One cache tensor as the programs carry it.
+pub(crate) struct Cache {
+    pub(crate) past: String,
+    pub(crate) present: String,
+    pub(crate) dtype: String,
+    /// Its shape after the batch axis: the past axis 0 when it grows, the
+    /// whole shape when fixed.
+    pub(crate) dims: Vec<i64>,
+    /// Zeros of the whole shape at the start, carried, never grown
+    /// (convolution states, static and shared buffers).
+    pub(crate) fixed: bool,
+}
 
 /// What every emitter needs, read off a loop and its plan.
 pub(crate) struct Spec<'a> {
@@ -13,6 +65,8 @@ pub(crate) struct Spec<'a> {
     pub(crate) encoder_inputs: &'a [(String, String, Vec<i64>)],
     /// The step-0 file's input names (a split pair's no-past decoder).
     pub(crate) step0_inputs: &'a [String],
+    /// Beams the program runs by default (generation_config.json's `num_beams`, else 1).
+    pub(crate) beams: i64,
 }
 
 impl Spec<'_> {
@@ -33,5 +87,78 @@ impl Spec<'_> {
             (self.pair && self.step0_inputs.iter().any(|n| n == "encoder_hidden_states"))
                 .then(|| "encoder_hidden_states".to_string())
         })
+    }
+    /// Why this export cannot run more than one beam, if it cannot.
+    pub(crate) fn single_row(&self) -> Option<String> {
+        if self.plan.codebooks.is_some() {
+            return Some("beam search over codebook rows is not written: --num-beams 1".into());
+        }
+        self.l.fixed_batch.map(|b| format!("the graph fixes the batch at {b}: beam search needs a row per beam"))
+    }
+    /// The cross caches come from the encoder's outputs (genai's Whisper), not from step 0.
+    pub(crate) fn cross_from_encoder(&self) -> bool {
+        self.l.form == "cross-from-encoder"
+    }
+    /// Every decoder input but the caches, in the order the programs build them.
+    pub(crate) fn feeds(&self) -> Vec<Feed> {
+        let p = self.plan;
+        let mut out = Vec::new();
+        let mut push = |name: &str, rule: Rule| {
+            out.push(Feed { name: name.to_string(), dtype: p.dtype_of(name).to_string(), rule });
+        };
+        match &p.inputs_embeds {
+            Some(x) => push(x, Rule::Embeds),
+            None => push(&p.input_ids, Rule::Ids),
+        }
+        if let Some(f) = &p.branch_flag {
+            push(f, Rule::Flag);
+        }
+        if let Some(m) = &p.encoder_attention_mask {
+            push(m, Rule::EncoderMask);
+        }
+        match (&p.attention_mask, p.buffer.as_ref().filter(|b| b.mask_over_buffer)) {
+            (Some(m), Some(b)) => push(m, Rule::MaskOverBuffer(b.len)),
+            (Some(m), None) => push(m, Rule::Mask),
+            _ => {}
+        }
+        if let Some(c) = &p.cache_position {
+            push(c, Rule::CachePosition);
+        }
+        if let Some(k) = &p.logits_to_keep {
+            push(k, Rule::LogitsToKeep);
+        }
+        match (&p.position_ids, p.position_rows) {
+            (Some(m), Some(k)) => push(m, Rule::Positions3(k)),
+            (Some(m), None) => push(m, Rule::Positions),
+            _ => {}
+        }
+        if let Some(name) = self.states_name() {
+            let dtype = self.states_dtype();
+            out.push(Feed { name, dtype, rule: Rule::States });
+        }
+        out
+    }
+    /// The self-attention caches (and states), refreshed from the presents every call.
+    pub(crate) fn self_caches(&self) -> Vec<Cache> {
+        self.plan.self_past.iter().map(cache).collect()
+    }
+    /// The cross-attention caches: step 0's presents (or the encoder's), then kept.
+    pub(crate) fn cross_caches(&self) -> Vec<Cache> {
+        self.plan.cross_past.iter().map(cache).collect()
+    }
+    /// The element type of the logits and caches the programs read as floats.
+    pub(crate) fn uses_float16(&self) -> bool {
+        self.plan.self_past.iter().chain(&self.plan.cross_past).any(|c| c.dtype.to_string() == "float16")
+            || self.states_dtype() == "float16"
+    }
+}
+
+fn cache(c: &CacheTensor) -> Cache {
+    Cache {
+        past: c.past.clone(),
+        present: c.present.clone(),
+        dtype: c.dtype.to_string(),
+        dims: c.shape.iter().skip(1).copied().collect(),
+        fixed: c.fixed,
     }
 }

@@ -85,6 +85,12 @@ pub struct Loop {
     /// The step-0 file's declared inputs (a split pair's no-past decoder).
     #[serde(skip)]
     pub step0_inputs: Vec<String>,
+    /// generation_config.json's `num_beams` and `length_penalty` (the emitted programs' defaults).
+    #[serde(skip)]
+    pub beams: (Option<i64>, f64),
+    /// The batch the graph fixes (a static export traced at batch 1), if any.
+    #[serde(skip)]
+    pub fixed_batch: Option<i64>,
 }
 
 /// How to call the models of a folder (or one file).
@@ -341,6 +347,8 @@ fn encoder_alone(e: &Entry, plan: Plan) -> Loop {
         step0_inputs: e.sig.inputs.iter().map(|p| p.name.clone()).collect(),
         embed: None,
         plan: Some(plan),
+        beams: (None, 1.0),
+        fixed_batch: None,
     }
 }
 
@@ -400,38 +408,7 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
                     .collect()
             })
             .unwrap_or_default();
-        let encoder_feeds = encoder_inputs
-            .iter()
-            .map(|(n, t, d)| {
-                let shape: Vec<String> = d
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| {
-                        if i == 0 {
-                            "batch".into()
-                        } else if *v > 0 {
-                            v.to_string()
-                        } else {
-                            "src_len".into()
-                        }
-                    })
-                    .collect();
-                let source = if t.starts_with("float") {
-                    "the audio features (e.g. log-mel spectrogram)"
-                } else if n.contains("mask") {
-                    "ones(batch, src_len)"
-                } else {
-                    "the source token ids"
-                };
-                FeedRow {
-                    name: n.clone(),
-                    names: vec![n.clone()],
-                    dtype: t.clone(),
-                    shape: format!("[{}]", shape.join(", ")),
-                    source: source.into(),
-                }
-            })
-            .collect();
+        let encoder_feeds = super::forms::encoder_feeds(&encoder_inputs);
         let steps = vec![
             StepFeeds {
                 step: "step 0 (prompt)".into(),
@@ -456,7 +433,7 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             eos,
             steps,
             rules: {
-                let mut r = super::rules::rules(&plan, form, e, beams);
+                let mut r = super::rules::rules(&plan, form, e, beams.0);
                 r.extend(layout.sibling(e, Role::VisionEncoder).map(|v| super::rules::image_call(&plan, v)));
                 r
             },
@@ -464,7 +441,13 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             encoder_inputs,
             step0_inputs,
             embed: embed_rel,
+            fixed_batch: [plan.input_ids.as_str(), plan.inputs_embeds.as_deref().unwrap_or_default()]
+                .iter()
+                .chain(plan.self_past.first().map(|c| c.past.as_str()).as_slice())
+                .find_map(|n| dims(e, n).first().copied())
+                .filter(|&b| b > 0),
             plan: Some(plan),
+            beams,
         });
     }
     // An encoder alone (an embeddings model): one call per text, no loop.
