@@ -84,6 +84,7 @@ fn emitted_rust_and_javascript_programs_match_the_uncached_reference() {
 fn emitted_python_beam_searches_match_the_reference_and_replay() {
     let tmp = scratch("emit-beams");
     let feats = features(&tmp);
+    let mut recognised = Vec::new();
     for (dir, form, input, beams) in BEAM_CASES {
         let case = format!("{dir} ({form}) beams {beams}");
         let program = tmp.join("gen.py");
@@ -98,8 +99,17 @@ fn emitted_python_beam_searches_match_the_reference_and_replay() {
         let r = run(&["replay", path_str(&trace), "--model", &format!("models/{dir}")]);
         let text = String::from_utf8_lossy(&r.stdout);
         assert_eq!(r.status.code(), Some(0), "{case}:\n{text}{}", String::from_utf8_lossy(&r.stderr));
-        assert!(text.contains("both fine") && text.contains("beam search"), "{case}:\n{text}");
+        assert!(text.contains("both fine"), "{case}:\n{text}");
+        // Replay reads the beams off most recordings; not over genai's shared
+        // buffers (it names no decoding there), nor where a split pair's
+        // with-past calls start with the beams already apart (step 0 ran on
+        // the other file), nor where the trace holds only a digest of the
+        // audio the re-run must then seed (it reads independent rows).
+        if text.contains("decoding: beam search") {
+            recognised.push(*dir);
+        }
     }
+    assert_eq!(recognised, BEAMS_READ, "replay read the beams of these recordings");
     let _ = std::fs::remove_dir_all(&tmp);
 }
 

@@ -87,6 +87,7 @@ use std::path::PathBuf;
         half_dep = if f16 { "//!   half = \"2\"  # this model's caches are float16\n" } else { "" },
         rule = super::emit::BEAM_RULE,
     );
+    let tracks = s.tracks_past_len();
     if let Some(e) = &l.encoder {
         let _ = writeln!(o, "const ENCODER: &str = {e:?}; // run once, before step 0");
     }
@@ -153,6 +154,7 @@ use std::path::PathBuf;
             let _ = writeln!(o, "    let mut fed: Vec<Vec<i64>> = vec![a.ids.clone(); b]; // step 0: the whole prompt");
         }
     }
+    let past_len_decl = if tracks { "    let mut past_len = 0usize;\n" } else { "" };
     let _ = write!(
         o,
         r#"    let mut seqs: Vec<Vec<i64>> = vec![Vec::new(); b]; // each beam's new tokens
@@ -160,8 +162,7 @@ use std::path::PathBuf;
     let mut scores: Vec<f64> = (0..b).map(|r| if r == 0 {{ 0.0 }} else {{ -1e9 }}).collect();
     let mut finished: Vec<(f64, Vec<i64>, f64)> = Vec::new();
     let mut top5: Vec<Vec<(usize, f64)>> = Vec::new();
-    let mut past_len = 0usize;
-    for step in 0..a.max_new_tokens {{
+{past_len_decl}    for step in 0..a.max_new_tokens {{
         let width = fed[0].len();
         let per = TOKENS_PER_CALL.unwrap_or(width);
         let mut logits: Vec<Vec<f64>> = Vec::new();
@@ -199,7 +200,7 @@ use std::path::PathBuf;
     );
     if p.is_cacheless() {
         let _ = writeln!(o, "            // No cache: the next call feeds the whole prefix again, from position 0.");
-    } else {
+    } else if tracks {
         let _ = writeln!(o, "            past_len += n;");
     }
     let _ = write!(
@@ -398,7 +399,7 @@ const HALF_HELPERS: &str = r#"fn element(dtype: &str) -> TensorElementType {
 
 fn zeros(dtype: &str, shape: &[usize]) -> Result<DynValue, Box<dyn Error>> {
     Ok(if dtype == "float16" {
-        Tensor::from_array(ArrayD::<half::f16>::zeros(IxDyn(shape)))?.into_dyn()
+        Tensor::from_array(ArrayD::from_elem(IxDyn(shape), half::f16::ZERO))?.into_dyn()
     } else {
         Tensor::from_array(ArrayD::<f32>::zeros(IxDyn(shape)))?.into_dyn()
     })
@@ -425,7 +426,7 @@ fn last_rows(v: &DynValue) -> Result<Vec<Vec<f64>>, Box<dyn Error>> {
         v.try_extract_array::<f32>()?.mapv(f64::from)
     };
     let last = a.shape()[1] - 1;
-    Ok(a.outer_iter().map(|r| r.index_axis(Axis(0), last).to_vec()).collect())
+    Ok(a.outer_iter().map(|r| r.index_axis(Axis(0), last).iter().copied().collect()).collect())
 }
 
 "#;

@@ -138,6 +138,15 @@ impl Spec<'_> {
         }
         out
     }
+    /// Whether any feed reads the tokens already in the cache.
+    pub(crate) fn tracks_past_len(&self) -> bool {
+        self.feeds().iter().any(|f| {
+            matches!(
+                f.rule,
+                Rule::Mask | Rule::MaskOverBuffer(_) | Rule::CachePosition | Rule::Positions | Rule::Positions3(_)
+            )
+        })
+    }
     /// The self-attention caches (and states), refreshed from the presents every call.
     pub(crate) fn self_caches(&self) -> Vec<Cache> {
         self.plan.self_past.iter().map(cache).collect()

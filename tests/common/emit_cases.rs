@@ -73,6 +73,9 @@ pub const BEAM_CASES: &[(&str, &str, &str, u32)] = &[
     ("qwen2vl-tiny", "decoder-only", "3,14,15,92", 2),
 ];
 
+/// The recordings of BEAM_CASES whose beams replay reads.
+pub const BEAMS_READ: &[&str] = &["marian-tiny", "whisper-tiny", "gpt2-tiny", "marian-fp16"];
+
 /// Tokens a beam search generates in the tests (its reference recomputes every beam's prefix).
 pub const BEAM_TOKENS: &str = "8";
 

@@ -128,7 +128,15 @@ impl FeedGuard {
     pub fn check(&mut self, call: usize, model: &str, feeds: &Tensors) -> Vec<Finding> {
         self.calls = call + 1;
         let Some(w) = self.watched(model) else { return vec![] };
-        let mut out = signature::signature_rules(&w.sig, feeds);
+        // A cached decoder-only mask covers past AND new tokens, whatever its
+        // axis is named (optimum's merged decoders call it sequence_length too):
+        // the protocol's rules judge its length, not the symbol.
+        let spans_past = w
+            .plan
+            .as_ref()
+            .filter(|p| p.family == crate::plan::Family::DecoderOnly && !p.is_cacheless())
+            .and_then(|p| p.attention_mask.clone());
+        let mut out = signature::signature_rules(&w.sig, feeds, spans_past.as_deref());
         let Some(plan) = w.plan.clone() else { return at(out, call) };
         if out.iter().any(|f| f.code == Code::CallerSignature && f.severity == Severity::Error) {
             return at(out, call);

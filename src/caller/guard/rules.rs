@@ -104,14 +104,17 @@ pub(super) fn judge(
     let first = c.first || (g.calls == 0 && g.prev.is_none());
     // A flag the trace holds no value of (a digest-only recorder) is read
     // from the protocol: every call after the generation's first is cached.
-    let cached = match c.flag {
-        Some(f) => f != 0,
-        None => !first,
-    };
+    // A model without a cache takes the whole prefix at every call: no call is cached.
+    let cached = !plan.is_cacheless()
+        && match c.flag {
+            Some(f) => f != 0,
+            None => !first,
+        };
     let flag_name = plan.branch_flag.as_deref().unwrap_or("");
     // The real length before this call: a growing past says it; a buffer
-    // keeps its size, so the tokens fed so far do.
+    // keeps its size, so the tokens fed so far do; without a cache it is 0.
     let real = match c.past_len {
+        _ if plan.is_cacheless() => 0,
         Some(l) if plan.buffer.is_none() => l,
         _ if first => 0,
         _ => g.tokens,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 /// Inputs fed that the model lacks, inputs it needs that are not fed, and
 /// every fed input's dtype, rank, fixed sizes and symbols.
-pub(super) fn signature_rules(sig: &Signature, feeds: &Tensors) -> Vec<Finding> {
+pub(super) fn signature_rules(sig: &Signature, feeds: &Tensors, spans_past: Option<&str>) -> Vec<Finding> {
     // A past's symbols are bound by what the protocol feeds (an empty dummy at
     // step 0 shares `encoder_sequence_length` with the mask): only the batch
     // axis binds across pasts and the other inputs.
@@ -89,6 +89,8 @@ pub(super) fn signature_rules(sig: &Signature, feeds: &Tensors) -> Vec<Finding> 
                 ),
                 // A cached branch's [0, h, 1, d] dummy fed back is the cache rules' to name.
                 Dim::Symbolic(_) if is_past(&p.name) && (axis > 0 || *v == 0) => {}
+                // The mask over past and new tokens: its length is the protocol's rules' to judge.
+                Dim::Symbolic(_) if axis > 0 && Some(p.name.as_str()) == spans_past => {}
                 Dim::Symbolic(s) if !s.contains('+') => match symbols.get(s) {
                     Some((size, first)) if size != v => {
                         conflicts
