@@ -26,7 +26,8 @@ fn js_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&js).unwrap();
     let installed = root().join("tests/callers/node_modules");
     assert!(installed.join("onnxruntime-node").is_dir(), "onnxruntime-node is missing: run tests/setup.sh");
-    std::fs::write(js.join("package.json"), "{\"name\": \"emitted\", \"private\": true, \"type\": \"module\"}\n").unwrap();
+    std::fs::write(js.join("package.json"), "{\"name\": \"emitted\", \"private\": true, \"type\": \"module\"}\n")
+        .unwrap();
     let link = js.join("node_modules");
     if std::fs::read_link(&link).ok().as_deref() != Some(installed.as_path()) {
         let _ = std::fs::remove_dir_all(&link).or_else(|_| std::fs::remove_file(&link));
@@ -38,7 +39,8 @@ fn js_dir() -> std::path::PathBuf {
 fn output(case: &str, cmd: &mut Command) -> Value {
     let ran = cmd.output().unwrap();
     assert!(ran.status.success(), "{case}: {}", String::from_utf8_lossy(&ran.stderr));
-    serde_json::from_slice(&ran.stdout).unwrap_or_else(|e| panic!("{case}: {e}: {}", String::from_utf8_lossy(&ran.stdout)))
+    serde_json::from_slice(&ran.stdout)
+        .unwrap_or_else(|e| panic!("{case}: {e}: {}", String::from_utf8_lossy(&ran.stdout)))
 }
 
 /// Every greedy case and every beam case, in Rust (one binary) and JavaScript.
@@ -46,8 +48,11 @@ fn output(case: &str, cmd: &mut Command) -> Value {
 fn emitted_rust_and_javascript_programs_match_the_uncached_reference() {
     let tmp = scratch("emit-lang");
     let feats = features(&tmp);
-    let programs: Vec<(String, Vec<u8>)> =
-        CASES.iter().enumerate().map(|(i, (dir, form, _, _))| (format!("case{i}"), emitted(dir, form, "rust"))).collect();
+    let programs: Vec<(String, Vec<u8>)> = CASES
+        .iter()
+        .enumerate()
+        .map(|(i, (dir, form, _, _))| (format!("case{i}"), emitted(dir, form, "rust")))
+        .collect();
     let rust = build_rust(&programs);
     let lib = onnx_contract::engine::locate::locate(None).expect("ONNX Runtime").path;
     let js = js_dir();
@@ -55,7 +60,10 @@ fn emitted_rust_and_javascript_programs_match_the_uncached_reference() {
         let want = reference(dir, form, &input_args(input, &feats), None);
         let args = program_args(dir, input, &feats, None);
         let case = format!("rust {dir} ({form})");
-        let got = output(&case, Command::new(&rust).args(&args).env("EMITTED_CASE", format!("case{i}")).env("ORT_DYLIB_PATH", &lib));
+        let got = output(
+            &case,
+            Command::new(&rust).args(&args).env("EMITTED_CASE", format!("case{i}")).env("ORT_DYLIB_PATH", &lib),
+        );
         compare(&case, &got, &want, *tol);
         let program = js.join(format!("case{i}.mjs"));
         std::fs::write(&program, emitted(dir, form, "js")).unwrap();
@@ -68,7 +76,10 @@ fn emitted_rust_and_javascript_programs_match_the_uncached_reference() {
         let want = reference(dir, form, &input_args(input, &feats), Some(*beams));
         let args = program_args(dir, input, &feats, Some(*beams));
         let case = format!("rust {dir} ({form}) beams");
-        let got = output(&case, Command::new(&rust).args(&args).env("EMITTED_CASE", format!("case{i}")).env("ORT_DYLIB_PATH", &lib));
+        let got = output(
+            &case,
+            Command::new(&rust).args(&args).env("EMITTED_CASE", format!("case{i}")).env("ORT_DYLIB_PATH", &lib),
+        );
         compare_beams(&case, &got, &want, CASES[i].3);
         let case = format!("js {dir} ({form}) beams");
         let got = output(&case, Command::new("node").arg(js.join(format!("case{i}.mjs"))).args(&args));
@@ -117,7 +128,9 @@ fn emitted_python_beam_searches_match_the_reference_and_replay() {
 /// generation_config.json says num_beams 4, and every program says so.
 #[test]
 fn the_folders_num_beams_is_every_programs_default() {
-    for (lang, line) in [("python", "NUM_BEAMS = 4"), ("rust", "const NUM_BEAMS: usize = 4;"), ("js", "const NUM_BEAMS = 4;")] {
+    for (lang, line) in
+        [("python", "NUM_BEAMS = 4"), ("rust", "const NUM_BEAMS: usize = 4;"), ("js", "const NUM_BEAMS = 4;")]
+    {
         let text = String::from_utf8(emitted("marian-tiny", "merged-decoder", lang)).unwrap();
         assert!(text.contains(line), "{lang}: {}", &text[..400.min(text.len())]);
     }

@@ -41,7 +41,9 @@ impl Beams {
         for (r, row) in logp.iter().take(b).enumerate() {
             cand.extend(row.iter().enumerate().map(|(t, lp)| (self.scores[r] + lp, r, t)));
         }
-        cand.sort_by(|x, y| y.0.partial_cmp(&x.0).unwrap_or(std::cmp::Ordering::Equal).then((x.1, x.2).cmp(&(y.1, y.2))));
+        cand.sort_by(|x, y| {
+            y.0.partial_cmp(&x.0).unwrap_or(std::cmp::Ordering::Equal).then((x.1, x.2).cmp(&(y.1, y.2)))
+        });
         let (mut origin, mut seqs, mut kept) = (Vec::new(), Vec::new(), Vec::new());
         for (rank, &(score, r, t)) in cand.iter().take(2 * b).enumerate() {
             let mut s = self.seqs[r].clone();
@@ -76,7 +78,13 @@ impl Beams {
             .into_iter()
             .zip(self.scores)
             .map(|(s, score)| (score / (s.len().max(1) as f64).powf(lp), s, score));
-        self.finished.into_iter().chain(running).fold((f64::NEG_INFINITY, Vec::new(), 0.0), |x, h| if h.0 > x.0 { h } else { x })
+        self.finished.into_iter().chain(running).fold((f64::NEG_INFINITY, Vec::new(), 0.0), |x, h| {
+            if h.0 > x.0 {
+                h
+            } else {
+                x
+            }
+        })
     }
 }
 

@@ -115,7 +115,10 @@ import path from 'node:path';
             let _ = writeln!(o, "  encFeeds[{n:?}] = {v};");
         }
         let _ = writeln!(o, "  const enc = await encoder.run(encFeeds);");
-        let _ = writeln!(o, "  const states = rows(enc[encoder.outputNames[0]], new Array(b).fill(0)); // one row per beam");
+        let _ = writeln!(
+            o,
+            "  const states = rows(enc[encoder.outputNames[0]], new Array(b).fill(0)); // one row per beam"
+        );
         let _ = writeln!(o, "  const encLen = states.dims[1];");
     }
     if l.embed.is_some() {
@@ -144,10 +147,16 @@ import path from 'node:path';
             let _ = writeln!(o, "  let fed = Array.from({{ length: {k} }}, () => [DECODER_START]); // step 0: the start token in each codebook row");
         }
         (true, None) => {
-            let _ = writeln!(o, "  let fed = Array.from({{ length: b }}, () => [DECODER_START]); // step 0: the decoder start token");
+            let _ = writeln!(
+                o,
+                "  let fed = Array.from({{ length: b }}, () => [DECODER_START]); // step 0: the decoder start token"
+            );
         }
         _ => {
-            let _ = writeln!(o, "  let fed = Array.from({{ length: b }}, () => a.ids.slice()); // step 0: the whole prompt");
+            let _ = writeln!(
+                o,
+                "  let fed = Array.from({{ length: b }}, () => a.ids.slice()); // step 0: the whole prompt"
+            );
         }
     }
     let _ = write!(

@@ -211,7 +211,8 @@ def main():
         let _ = writeln!(o, "            feeds[{:?}] = {}", f.name, value(f.rule, &f.dtype));
     }
     if s.pair {
-        let _ = writeln!(o, "            if step > 0:  # the with-past decoder takes the cache; step 0's decoder has none");
+        let _ =
+            writeln!(o, "            if step > 0:  # the with-past decoder takes the cache; step 0's decoder has none");
         let _ = writeln!(o, "                feeds.update(past)\n                feeds.update(cross)");
     } else {
         let _ = writeln!(o, "            feeds.update(past)\n            feeds.update(cross)");

@@ -25,9 +25,9 @@ fn value(rule: Rule, t: &str) -> String {
         Rule::States => "(&states)".into(),
         Rule::EncoderMask => format!("ints({t:?}, &[b, enc_len], vec![1; b * enc_len])?"),
         Rule::Mask => format!("ints({t:?}, &[b, past_len + n], vec![1; b * (past_len + n)])?"),
-        Rule::MaskOverBuffer(len) => format!(
-            "ints({t:?}, &[b, {len}], (0..b * {len}).map(|i| i64::from(i % {len} < past_len + n)).collect())?"
-        ),
+        Rule::MaskOverBuffer(len) => {
+            format!("ints({t:?}, &[b, {len}], (0..b * {len}).map(|i| i64::from(i % {len} < past_len + n)).collect())?")
+        }
         Rule::CachePosition => format!("ints({t:?}, &[n], {range}.collect())?"),
         Rule::LogitsToKeep => format!("ints({t:?}, &[], vec![1])?"),
         Rule::Positions => format!("ints({t:?}, &[b, n], (0..b).flat_map(|_| {range}).collect())?"),
@@ -106,7 +106,11 @@ use std::path::PathBuf;
     let _ = writeln!(o, "const TOKENS_PER_CALL: Option<usize> = {:?};", p.tokens_per_call);
     let _ = writeln!(o, "/// (past input, present output, dtype, shape after the batch axis, fixed)");
     let _ = writeln!(o, "type CacheRow = (&'static str, &'static str, &'static str, &'static [i64], bool);");
-    let _ = writeln!(o, "const SELF_PAST: &[CacheRow] = {}; // refreshed from the present every call", cache(&s.self_caches()));
+    let _ = writeln!(
+        o,
+        "const SELF_PAST: &[CacheRow] = {}; // refreshed from the present every call",
+        cache(&s.self_caches())
+    );
     let cross_src = if s.cross_from_encoder() { "the encoder's outputs" } else { "step 0's presents" };
     let _ = writeln!(o, "const CROSS_PAST: &[CacheRow] = {}; // {cross_src}, then kept\n", cache(&s.cross_caches()));
     let _ = write!(o, "{}", HELPERS.replace("SEQ_AXIS", &p.seq_axis.to_string()));
@@ -148,7 +152,10 @@ use std::path::PathBuf;
             let _ = writeln!(o, "    let mut fed: Vec<Vec<i64>> = vec![vec![DECODER_START]; {k}]; // step 0: the start token in each codebook row");
         }
         (true, None) => {
-            let _ = writeln!(o, "    let mut fed: Vec<Vec<i64>> = vec![vec![DECODER_START]; b]; // step 0: the decoder start token");
+            let _ = writeln!(
+                o,
+                "    let mut fed: Vec<Vec<i64>> = vec![vec![DECODER_START]; b]; // step 0: the decoder start token"
+            );
         }
         _ => {
             let _ = writeln!(o, "    let mut fed: Vec<Vec<i64>> = vec![a.ids.clone(); b]; // step 0: the whole prompt");
@@ -247,7 +254,10 @@ use std::path::PathBuf;
     );
     if p.is_cacheless() {
         let _ = writeln!(o, "        // The whole prefix, every call.");
-        let _ = writeln!(o, "        fed = origin.iter().zip(&tokens).map(|(&r, &t)| [fed[r].clone(), vec![t]].concat()).collect();");
+        let _ = writeln!(
+            o,
+            "        fed = origin.iter().zip(&tokens).map(|(&r, &t)| [fed[r].clone(), vec![t]].concat()).collect();"
+        );
     } else if p.codebooks.is_some() {
         let _ = writeln!(o, "        // Every other codebook row takes its own greedy token.");
         let _ = writeln!(o, "        fed = (0..fed.len()).map(|r| vec![if r == 0 {{ tokens[0] }} else {{ order(&logits[r])[0] as i64 }}]).collect();");
@@ -301,7 +311,10 @@ fn rust_encoder(s: &Spec<'_>, o: &mut String) {
     let _ = writeln!(o, "    let states_name = encoder.outputs()[0].name().to_string();");
     let _ = writeln!(o, "    let mut enc: std::collections::HashMap<String, DynValue> = encoder.run(enc_feeds)?.into_iter().map(|(k, v)| (k.to_string(), v)).collect();");
     let _ = writeln!(o, "    // One row per beam.");
-    let _ = writeln!(o, "    let states = rows(&enc.remove(&states_name).ok_or(\"no encoder output\")?, &vec![0; a.num_beams])?;");
+    let _ = writeln!(
+        o,
+        "    let states = rows(&enc.remove(&states_name).ok_or(\"no encoder output\")?, &vec![0; a.num_beams])?;"
+    );
     let _ = writeln!(o, "    let enc_len = states.shape()[1] as usize;");
 }
 

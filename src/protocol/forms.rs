@@ -125,37 +125,37 @@ pub(super) fn beams(path: &std::path::Path) -> (Option<i64>, f64) {
 /// The encoder's rows of the table: each declared input and what to feed it.
 pub(super) fn encoder_feeds(inputs: &[(String, String, Vec<i64>)]) -> Vec<super::table::FeedRow> {
     inputs
-            .iter()
-            .map(|(n, t, d)| {
-                let shape: Vec<String> = d
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| {
-                        if i == 0 {
-                            "batch".into()
-                        } else if *v > 0 {
-                            v.to_string()
-                        } else {
-                            "src_len".into()
-                        }
-                    })
-                    .collect();
-                let source = if t.starts_with("float") {
-                    "the audio features (e.g. log-mel spectrogram)"
-                } else if n.contains("mask") {
-                    "ones(batch, src_len)"
-                } else {
-                    "the source token ids"
-                };
-                super::table::FeedRow {
-                    name: n.clone(),
-                    names: vec![n.clone()],
-                    dtype: t.clone(),
-                    shape: format!("[{}]", shape.join(", ")),
-                    source: source.into(),
-                }
-            })
-            .collect()
+        .iter()
+        .map(|(n, t, d)| {
+            let shape: Vec<String> = d
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    if i == 0 {
+                        "batch".into()
+                    } else if *v > 0 {
+                        v.to_string()
+                    } else {
+                        "src_len".into()
+                    }
+                })
+                .collect();
+            let source = if t.starts_with("float") {
+                "the audio features (e.g. log-mel spectrogram)"
+            } else if n.contains("mask") {
+                "ones(batch, src_len)"
+            } else {
+                "the source token ids"
+            };
+            super::table::FeedRow {
+                name: n.clone(),
+                names: vec![n.clone()],
+                dtype: t.clone(),
+                shape: format!("[{}]", shape.join(", ")),
+                source: source.into(),
+            }
+        })
+        .collect()
 }
 
 /// `[1×2, 4]` → `[2, 4]`: products in an example shape worked out.

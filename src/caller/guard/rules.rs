@@ -154,7 +154,8 @@ pub(super) fn judge(
         None => out.extend(continuing(plan, c, feeds, real)),
     }
     out.extend(embeddings(plan, history, feeds, c.index));
-    Judged { findings: out, no_cache_refeed: !cached && !first && refeed }
+    // (A model without a cache has no other way.)
+    Judged { findings: out, no_cache_refeed: !cached && !first && refeed && !plan.is_cacheless() }
 }
 
 /// Whether the past fed is exactly the previous call's present.
