@@ -14,17 +14,7 @@ use super::spec::Spec;
 use super::table::Protocol;
 use crate::plan::Family;
 
-/// The language of an emitted program.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Lang {
-    /// onnxruntime + numpy.
-    Python,
-    /// ort 2 + ndarray.
-    Rust,
-    /// onnxruntime-node.
-    Js,
-}
+pub use super::spec::Lang;
 
 /// The program for the protocol's first decoder form (a merged decoder when
 /// the folder has one, else the pair, else the decoder-only model).
@@ -77,10 +67,3 @@ pub fn program(p: &Protocol, lang: Lang) -> Result<String, String> {
         Lang::Js => super::emit_js::js(&spec),
     })
 }
-
-/// The beam search every program runs, in words (the programs' comments cite it).
-pub(super) const BEAM_RULE: &str = "each step, every beam's running score plus each token's log-probability; \
-the best 2×beams candidates in order (ties: lower beam, then lower id); an end token among the first \
-`beams` of them finishes a hypothesis (score / new tokens ^ LENGTH_PENALTY), the others continue until \
-`beams` are kept; the cache rows follow each kept beam's origin. Done when `beams` hypotheses are \
-finished or the tokens run out; the best finished or running hypothesis wins.";

@@ -2,7 +2,7 @@
 //! ids, printing the hidden states' shape and the last token's first values
 //! (what `protocol --reference` prints for the same ids).
 
-use super::emit::Lang;
+use super::spec::Lang;
 use super::table::Loop;
 use crate::plan::Plan;
 

@@ -59,7 +59,7 @@ import path from 'node:path';
 "#,
         form = l.form,
         beams = s.beams,
-        rule = super::emit::BEAM_RULE,
+        rule = super::spec::BEAM_RULE,
     );
     if let Some(e) = &l.encoder {
         let _ = writeln!(o, "const ENCODER = {e:?}; // run once, before step 0");

@@ -83,7 +83,7 @@ import onnxruntime as ort
 "#,
         form = l.form,
         beams = s.beams,
-        rule = super::emit::BEAM_RULE,
+        rule = super::spec::BEAM_RULE,
     );
     if let Some(e) = &l.encoder {
         let _ = writeln!(o, "ENCODER = {e:?}  # run once, before step 0");

@@ -85,7 +85,7 @@ use std::path::PathBuf;
         beams = s.beams,
         half_feature = if f16 { ", \"half\"" } else { "" },
         half_dep = if f16 { "//!   half = \"2\"  # this model's caches are float16\n" } else { "" },
-        rule = super::emit::BEAM_RULE,
+        rule = super::spec::BEAM_RULE,
     );
     let tracks = s.tracks_past_len();
     if let Some(e) = &l.encoder {

@@ -122,8 +122,9 @@ pub(super) fn beams(path: &std::path::Path) -> (Option<i64>, f64) {
     (get("num_beams").and_then(|v| v.as_i64()), get("length_penalty").and_then(|v| v.as_f64()).unwrap_or(1.0))
 }
 
-/// The encoder's rows of the table: each declared input and what to feed it.
-pub(super) fn encoder_feeds(inputs: &[(String, String, Vec<i64>)]) -> Vec<super::table::FeedRow> {
+/// The encoder's rows of the table: each declared input's (name, dtype,
+/// shape, what to feed it).
+pub(super) fn encoder_feeds(inputs: &[(String, String, Vec<i64>)]) -> Vec<(String, String, String, String)> {
     inputs
         .iter()
         .map(|(n, t, d)| {
@@ -147,13 +148,7 @@ pub(super) fn encoder_feeds(inputs: &[(String, String, Vec<i64>)]) -> Vec<super:
             } else {
                 "the source token ids"
             };
-            super::table::FeedRow {
-                name: n.clone(),
-                names: vec![n.clone()],
-                dtype: t.clone(),
-                shape: format!("[{}]", shape.join(", ")),
-                source: source.into(),
-            }
+            (n.clone(), t.clone(), format!("[{}]", shape.join(", ")), source.to_string())
         })
         .collect()
 }

@@ -171,3 +171,22 @@ fn cache(c: &CacheTensor) -> Cache {
         fixed: c.fixed,
     }
 }
+
+/// The language of an emitted program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lang {
+    /// onnxruntime + numpy.
+    Python,
+    /// ort 2 + ndarray.
+    Rust,
+    /// onnxruntime-node.
+    Js,
+}
+
+/// The beam search every program runs, in words (the programs' comments cite it).
+pub(crate) const BEAM_RULE: &str = "each step, every beam's running score plus each token's log-probability; \
+the best 2×beams candidates in order (ties: lower beam, then lower id); an end token among the first \
+`beams` of them finishes a hypothesis (score / new tokens ^ LENGTH_PENALTY), the others continue until \
+`beams` are kept; the cache rows follow each kept beam's origin. Done when `beams` hypotheses are \
+finished or the tokens run out; the best finished or running hypothesis wins.";

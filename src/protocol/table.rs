@@ -408,7 +408,10 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
                     .collect()
             })
             .unwrap_or_default();
-        let encoder_feeds = super::forms::encoder_feeds(&encoder_inputs);
+        let encoder_feeds = super::forms::encoder_feeds(&encoder_inputs)
+            .into_iter()
+            .map(|(name, dtype, shape, source)| FeedRow { names: vec![name.clone()], name, dtype, shape, source })
+            .collect();
         let steps = vec![
             StepFeeds {
                 step: "step 0 (prompt)".into(),
