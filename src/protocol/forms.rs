@@ -153,6 +153,22 @@ pub(super) fn encoder_feeds(inputs: &[(String, String, Vec<i64>)]) -> Vec<(Strin
         .collect()
 }
 
+/// A symbolic shape with the batch the graph fixes written in: `[batch, 1]` → `[1, 1]`.
+pub(super) fn fix_batch(shape: &str, batch: i64) -> String {
+    let words: Vec<String> = shape
+        .split_inclusive(|c: char| !c.is_alphanumeric() && c != '_')
+        .map(|w| {
+            let (word, sep) = w.split_at(w.trim_end_matches(|c: char| !c.is_alphanumeric() && c != '_').len());
+            if word == "batch" {
+                format!("{batch}{sep}")
+            } else {
+                w.to_string()
+            }
+        })
+        .collect();
+    words.concat()
+}
+
 /// `[1×2, 4]` → `[2, 4]`: products in an example shape worked out.
 pub(super) fn multiply(shape: &str) -> String {
     shape
@@ -177,5 +193,12 @@ mod tests {
         assert_eq!(super::multiply("[2×1, 1]"), "[2, 1]");
         assert_eq!(super::multiply("[1, 2, 0, 16]"), "[1, 2, 0, 16]");
         assert_eq!(super::multiply("[1, 4×8]"), "[1, 32]");
+    }
+
+    #[test]
+    fn a_fixed_batch_is_written_in_and_nothing_else() {
+        assert_eq!(super::fix_batch("[batch, 2, 32, 16]", 1), "[1, 2, 32, 16]");
+        assert_eq!(super::fix_batch("[batch, batch_size_x]", 1), "[1, batch_size_x]");
+        assert_eq!(super::fix_batch("[3, batch, seq]", 1), "[3, 1, seq]");
     }
 }

@@ -397,8 +397,19 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
         let embed_rel =
             layout.sibling(e, Role::EmbedTokens).filter(|_| plan.inputs_embeds.is_some()).map(|x| x.file.rel.clone());
         let pair0 = (form == "split-pair").then_some(step0_entry);
-        let r0 = rows(&plan, true, form, enc_rel.as_deref(), start, pair0, embed_rel.as_deref());
-        let r1 = rows(&plan, false, form, enc_rel.as_deref(), start, None, embed_rel.as_deref());
+        let mut r0 = rows(&plan, true, form, enc_rel.as_deref(), start, pair0, embed_rel.as_deref());
+        let mut r1 = rows(&plan, false, form, enc_rel.as_deref(), start, None, embed_rel.as_deref());
+        // A graph traced at a fixed batch (a static export) takes only that one.
+        let fixed_batch = [plan.input_ids.as_str(), plan.inputs_embeds.as_deref().unwrap_or_default()]
+            .iter()
+            .chain(plan.self_past.first().map(|c| c.past.as_str()).as_slice())
+            .find_map(|n| dims(e, n).first().copied())
+            .filter(|&b| b > 0);
+        if let Some(b) = fixed_batch {
+            for r in r0.iter_mut().chain(r1.iter_mut()) {
+                r.shape = super::forms::fix_batch(&r.shape, b);
+            }
+        }
         let encoder_inputs: Vec<(String, String, Vec<i64>)> = encoder
             .map(|x| {
                 x.sig
@@ -444,11 +455,7 @@ pub fn describe(path: &Path) -> Result<Protocol, crate::error::Error> {
             encoder_inputs,
             step0_inputs,
             embed: embed_rel,
-            fixed_batch: [plan.input_ids.as_str(), plan.inputs_embeds.as_deref().unwrap_or_default()]
-                .iter()
-                .chain(plan.self_past.first().map(|c| c.past.as_str()).as_slice())
-                .find_map(|n| dims(e, n).first().copied())
-                .filter(|&b| b > 0),
+            fixed_batch,
             plan: Some(plan),
             beams,
         });
