@@ -1,11 +1,12 @@
-"""Generate three fixtures for what a tool should say (and try) when a model
-crashes ONNX Runtime, when config.json's sizes are all wrong, and when a
-float16 overflow reaches the KV cache; then measure them in onnxruntime.
+"""Generate four fixtures for what a tool should say (and try) when a model
+crashes ONNX Runtime (in an encoder, or in a decoder on cached calls only),
+when config.json's sizes are all wrong, and when a float16 overflow reaches the
+KV cache; then measure them in onnxruntime.
 
     python3 models/generate_remedies.py [--out DIR] [NAME ...]
     python3 models/generate_remedies.py --verify-only [--out DIR] [NAME ...]
 
-Default: all three. Versions: torch 2.9.1, transformers 4.57.6, optimum 2.1.0 +
+Default: all four. Versions: torch 2.9.1, transformers 4.57.6, optimum 2.1.0 +
 optimum-onnx 0.1.0, onnx 1.23.2, onnxruntime 1.31.1 (requirements-gen.txt),
 plus onnxconverter-common 1.16.0 for the float16 conversion (as
 generate_numeric.py). Every folder is made from the committed fixtures that
@@ -33,6 +34,21 @@ is exported again and no hub is reached. See REMEDIES-NOTES.md for the figures.
                             GatherBlockQuantized, MaxUnpool, RoiAlign, ...) is
                             bounds-checked in 1.31.1 (a Python exception or
                             zeros), see the notes.
+  crash-decoder-cached/     gpt2-tiny's folder (config.json,
+                            generation_config.json copied byte for byte) with a
+                            model.onnx that KILLS THE PROCESS only on CACHED
+                            calls: 14 nodes spliced in after the embeddings
+                            (/transformer/Add_1, wte + wpe) take the past length
+                            P (Shape of past_key_values.0.key, Gather axis 2),
+                            make a divisor 1 - 2 * Min(P, 1) (1 at P = 0, -1
+                            otherwise) and `/crash/Div` (node 49 of 567) divides
+                            a Constant int64 [1] of INT64_MIN by it. With an
+                            empty past (the prompt) the quotient is INT64_MIN,
+                            times 0 added to the hidden state: the outputs are
+                            gpt2-tiny's, bitwise. With any past (P >= 1):
+                            SIGFPE (return code -8) in session.run(), at every
+                            optimization level (ORT keeps the Div: its divisor
+                            comes from an input's symbolic dim).
   llama-config-wrong-sizes/ llama-tiny's model.onnx and generation_config.json
                             (byte for byte) with a config.json claiming
                             num_hidden_layers 4, num_attention_heads 8,
@@ -205,6 +221,8 @@ so.inter_op_num_threads = 1
 so.log_severity_level = 3
 if level == "disable_all":
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+elif level == "enable_all":  # the Python default, said explicitly
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 print("session created", flush=True)
 out = s.run(None, dict(np.load(feeds)))
@@ -327,6 +345,180 @@ def verify_crash(folder: Path):
         ok[node.input[0]][...] = 7
         rc, how = child_run(tmp / "one.onnx", ok)
         print(f"  the one-node model with the dividend 7 instead of INT64_MIN: {how}")
+        assert rc == 0
+
+
+# ================================================================ crash-decoder-cached
+
+CACHED_SRC = "gpt2-tiny"
+CACHED_AFTER = "/transformer/Add_1_output_0"  # wte + wpe: the hidden state layer 0 reads
+CACHED_PAST = "past_key_values.0.key"  # [batch_size, 4, past_sequence_length, 8]
+CACHED_SCOPE = "/crash"
+CACHED_NODE = "/crash/Div"
+CACHED_PROMPT = [3, 14, 15, 92]
+
+
+def cached_crash_nodes(h):
+    """The spliced nodes, in graph order. The past length P (Shape of
+    past_key_values.0.key, Gather axis 2) -> Min(P, 1) -> 1 - 2 * that: 1 at
+    P = 0, -1 for P >= 1; a Constant int64 [1] of INT64_MIN; Div of the two
+    (SIGFPE when the divisor is -1); the quotient, as float times 0, added to
+    the hidden state h [B, S, 32]."""
+    P = CACHED_SCOPE
+    c = lambda name, a: oh.make_node("Constant", [], [f"{P}/{name}_output_0"], name=f"{P}/{name}",
+                                     value=numpy_helper.from_array(a))
+    return [
+        oh.make_node("Shape", [CACHED_PAST], [f"{P}/Shape_output_0"], name=f"{P}/Shape"),
+        c("Constant", np.array(2, np.int64)),
+        oh.make_node("Gather", [f"{P}/Shape_output_0", f"{P}/Constant_output_0"], [f"{P}/Gather_output_0"],
+                     name=f"{P}/Gather", axis=0),
+        c("Constant_1", np.array(1, np.int64)),
+        oh.make_node("Min", [f"{P}/Gather_output_0", f"{P}/Constant_1_output_0"], [f"{P}/Min_output_0"], name=f"{P}/Min"),
+        c("Constant_2", np.array(2, np.int64)),
+        oh.make_node("Mul", [f"{P}/Min_output_0", f"{P}/Constant_2_output_0"], [f"{P}/Mul_output_0"], name=f"{P}/Mul"),
+        oh.make_node("Sub", [f"{P}/Constant_1_output_0", f"{P}/Mul_output_0"], [f"{P}/Sub_output_0"], name=f"{P}/Sub"),
+        c("Constant_3", np.array([INT64_MIN], np.int64)),
+        oh.make_node("Div", [f"{P}/Constant_3_output_0", f"{P}/Sub_output_0"], [f"{P}/Div_output_0"], name=CACHED_NODE),
+        oh.make_node("Cast", [f"{P}/Div_output_0"], [f"{P}/Cast_output_0"], name=f"{P}/Cast", to=TP.FLOAT),
+        c("Constant_4", np.array(0.0, np.float32)),
+        oh.make_node("Mul", [f"{P}/Cast_output_0", f"{P}/Constant_4_output_0"], [f"{P}/Mul_1_output_0"], name=f"{P}/Mul_1"),
+        oh.make_node("Add", [h, f"{P}/Mul_1_output_0"], [f"{P}/Add_output_0"], name=f"{P}/Add"),
+    ]
+
+
+def splice_cached(m: onnx.ModelProto) -> onnx.ModelProto:
+    g = m.graph
+    at = next(k for k, n in enumerate(g.node) if CACHED_AFTER in n.output)
+    new = cached_crash_nodes(CACHED_AFTER)
+    out = new[-1].output[0]
+    users = [n.name for n in g.node[at + 1:] if CACHED_AFTER in n.input]
+    print(f"  spliced after node {at} {g.node[at].name}; its consumers now read {out}: {users}")
+    for n in g.node[at + 1:]:
+        n.input[:] = [out if x == CACHED_AFTER else x for x in n.input]
+    for k, n in enumerate(new):
+        g.node.insert(at + 1 + k, n)
+    names = [n.name for n in g.node]
+    assert len(set(names)) == len(names), "node names must stay unique"
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def gen_crash_cached():
+    src, out = SRC / CACHED_SRC, OUT / "crash-decoder-cached"
+    others = sorted(p.name for p in src.iterdir() if p.suffix != ".onnx")
+    assert others == sorted(CONFIG_FILES), others
+    copy_files(src, out, others)
+    m = splice_cached(onnx.load(src / "model.onnx"))
+    onnx.save(m, out / "model.onnx")
+
+
+def verify_crash_cached(folder: Path):
+    describe(folder)
+    src = SRC / CACHED_SRC
+    same = {n: (folder / n).read_bytes() == (src / n).read_bytes() for n in CONFIG_FILES}
+    print(f"  byte-identical to {CACHED_SRC}/: {same}")
+    assert all(same.values())
+    path = folder / "model.onnx"
+    m, m0 = onnx.load(path), onnx.load(src / "model.onnx")
+    g = m.graph
+    onnx.checker.check_model(m, full_check=True)
+    assert len({n.name for n in g.node}) == len(g.node)
+    assert [(v.name, v.type) for v in g.input] == [(v.name, v.type) for v in m0.graph.input]
+    assert [(v.name, v.type) for v in g.output] == [(v.name, v.type) for v in m0.graph.output]
+    print(f"  inputs {[(v.name, dims(v)) for v in g.input]} (gpt2-tiny's, same order and types); outputs gpt2-tiny's")
+    idx = next(k for k, n in enumerate(g.node) if n.name == CACHED_NODE)
+    node = g.node[idx]
+    spliced = [(k, n.name) for k, n in enumerate(g.node) if n.name.startswith(CACHED_SCOPE + "/")]
+    inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(m).graph.value_info}
+    print(f"  crashing node: {node.name} ({node.op_type}), node {idx} of {len(g.node)} in graph order (0-based); "
+          f"spliced nodes {spliced[0][0]}..{spliced[-1][0]}: {[n for _, n in spliced]}")
+    for x in node.input:
+        print(f"    input {x}: {dtype_name(inferred[x].type.tensor_type.elem_type)} {dims(inferred[x])}")
+    print(f"    output {node.output[0]} -> {[n.name for n in g.node if node.output[0] in n.input]}")
+
+    # Optimized graphs (session creation only, in this process: it never runs).
+    with tempfile.TemporaryDirectory() as tmp:
+        import onnxruntime as ort
+
+        for level, lv in (("ORT_ENABLE_ALL", ort.GraphOptimizationLevel.ORT_ENABLE_ALL),
+                          ("ORT_DISABLE_ALL", ort.GraphOptimizationLevel.ORT_DISABLE_ALL)):
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = 1
+            so.log_severity_level = 3
+            so.graph_optimization_level = lv
+            so.optimized_model_filepath = str(Path(tmp) / "opt.onnx")
+            ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+            opt = onnx.load(Path(tmp) / "opt.onnx")
+            kept = [n for n in opt.graph.node if n.name == CACHED_NODE]
+            consts = {i.name for i in opt.graph.initializer}
+            print(f"  {level}, optimized graph saved by ORT: {len(opt.graph.node)} nodes; {CACHED_NODE} kept: {bool(kept)}"
+                  + (f", inputs {list(kept[0].input)} (initializers among them: "
+                     f"{[x for x in kept[0].input if x in consts]})" if kept else ""))
+            assert kept and kept[0].input[1] not in consts
+
+    ref = session(src / "model.onnx")
+    ref_off = session(src / "model.onnx", disable_all=True)
+    names = [o.name for o in ref.get_outputs()]
+    levels = (("enable_all", ref), ("disable_all", ref_off))
+    empty = [
+        (f"prompt {CACHED_PROMPT}", np.array([CACHED_PROMPT], np.int64), None),
+        ("1 token [[0]]", np.array([[0]], np.int64), None),
+        ("batch 2 x 3 tokens [[5,6,7],[11,12,13]]", np.array([[5, 6, 7], [11, 12, 13]], np.int64), None),
+    ]
+    print("  empty past (past_key_values.N.* float32 [B, 4, 0, 8], mask ones, position_ids 0..S-1), model.onnx in a "
+          "child python vs gpt2-tiny's model.onnx at the same level:")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for label, ids, _ in empty:
+            feeds = feeds_for(ref, ids)
+            for level, r in levels:
+                rc, how = child_run(path, feeds, level, save=tmp / "out.npz")
+                assert rc == 0, how
+                got = dict(np.load(tmp / "out.npz"))
+                want = dict(zip(names, r.run(None, feeds)))
+                d = {k: float(np.abs(got[k] - want[k]).max()) for k in names}
+                bitwise = all(np.array_equal(got[k], want[k]) and got[k].shape == want[k].shape for k in names)
+                print(f"    {label}, {level}: {how}; logits {list(got['logits'].shape)} max|d| {d['logits']:.3g}, "
+                      f"presents max|d| {max(v for k, v in d.items() if k != 'logits'):.3g}; bitwise equal: {bitwise}")
+                assert max(d.values()) <= 1e-6, d
+
+        print("  cached calls (past = gpt2-tiny's own presents; next token = its argmax; mask ones, position_ids P..):")
+        rcs = []
+        cached = []
+        for prompt in ([0], CACHED_PROMPT):
+            ids = np.array([prompt], np.int64)
+            out = dict(zip(names, ref.run(None, feeds_for(ref, ids))))
+            past = gn.next_past(None, out)
+            tok = np.array([[int(out["logits"][0, -1].argmax())]], np.int64)
+            cached.append((f"past length {len(prompt)} (after prompt {prompt}), token {tok.tolist()}", feeds_for(ref, tok, past)))
+        for label, feeds in cached:
+            for level, r in levels:
+                rc, how = child_run(path, feeds, level)
+                rcs.append(rc)
+                print(f"    {label}, {level}: {how}")
+            r.run(None, feeds)  # gpt2-tiny itself runs it
+            print(f"      the same feeds through {CACHED_SRC}'s model.onnx: runs")
+        assert all(rc == -signal.SIGFPE for rc in rcs), rcs
+
+        label, feeds = cached[-1]
+        t = truncated_before(m, CACHED_NODE)
+        onnx.save(t, tmp / "truncated.onnx")
+        rc, how = child_run(tmp / "truncated.onnx", feeds, save=tmp / "values.npz")
+        print(f"  truncated just before {CACHED_NODE} (nodes 0..{idx - 1}, outputs = its inputs {list(node.input)}), "
+              f"{label}: {how}")
+        assert rc == 0
+        values = dict(np.load(tmp / "values.npz"))
+        for k, v in values.items():
+            print(f"    {k}: {v.dtype} {list(v.shape)}, values {sorted(set(v.ravel().tolist()))}")
+        onnx.save(one_node(m, CACHED_NODE, values), tmp / "one.onnx")
+        for level in ("enable_all", "disable_all"):
+            rc, how = child_run(tmp / "one.onnx", values, level)
+            print(f"  {CACHED_NODE} alone in a one-node model fed those values, {level}: {how}")
+            assert rc == -signal.SIGFPE
+        ok = {k: v.copy() for k, v in values.items()}
+        ok[node.input[1]][...] = 1
+        rc, how = child_run(tmp / "one.onnx", ok)
+        print(f"  the one-node model with the divisor 1 (an empty past's) instead of -1: {how}")
         assert rc == 0
 
 
@@ -786,11 +978,13 @@ def remedy_check(path, r, must_pass, steps=4):
 
 GENERATORS = {
     "crash-gather-oob": gen_crash,
+    "crash-decoder-cached": gen_crash_cached,
     "llama-config-wrong-sizes": gen_llama_wrong_sizes,
     "gpt2-fp16-overflow-cache": gen_gpt2_overflow_cache,
 }
 VERIFIERS = {
     "crash-gather-oob": verify_crash,
+    "crash-decoder-cached": verify_crash_cached,
     "llama-config-wrong-sizes": verify_llama_wrong_sizes,
     "gpt2-fp16-overflow-cache": verify_gpt2_overflow_cache,
 }

@@ -220,6 +220,37 @@ fn a_crash_mid_graph_is_bisected_to_its_node() {
     }
 }
 
+/// Issue 29: a crash inside the decoder, only on cached steps (the same
+/// INT64_MIN / -1 Div, its divisor -1 once the past is not empty), is
+/// bisected at the step it happened: the steps before it run whole, that
+/// step's file runs cut. A process killed before any node runs (the test
+/// fault injected ahead of the call) is said to be no node's.
+#[test]
+fn a_decoder_crash_on_a_cached_step_is_bisected_at_that_step() {
+    let (code, r) = check_folder("crash-decoder-cached");
+    assert_eq!(code, 2);
+    let crash = &file_report(&r, "model.onnx")["findings"][0];
+    assert_eq!(crash["code"], "crash", "{crash:#}");
+    assert_eq!(crash["step"], 1, "the prompt runs; the first cached step dies: {crash:#}");
+    assert_eq!(crash["node"], "/crash/Div (Div)", "{crash:#}");
+    let c = crash["cause"].as_str().unwrap();
+    assert!(c.contains("the decoder at step 1 cut after node k") && c.contains("node 50 of 567"), "{c}");
+    assert!(c.contains("/crash/Constant_3_output_0 int64 [1]") && c.contains("/crash/Sub_output_0 int64 []"), "{c}");
+    let runs: usize = c["bisected in ".len()..].split(' ').next().unwrap().parse().unwrap();
+    assert!(runs <= 11, "log2(567) + 1 children at most: {c}");
+
+    let out = bin()
+        .args(["check", "models/gpt2-tiny", "--format", "json", "--no-fetch"])
+        .env("ONNX_CONTRACT_FAULT", "segv@2")
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let crash = &file_report(&r, "model.onnx")["findings"][0];
+    assert_eq!(crash["code"], "crash", "{crash:#}");
+    assert!(crash["node"].is_null(), "no node named for a death before any node: {crash:#}");
+    assert!(crash["cause"].as_str().unwrap().contains("not one node's execution"), "{crash:#}");
+}
+
 #[test]
 fn float16_presents_fed_back_into_float32_pasts_fail_where_a_caller_fails() {
     let (code, r) = check_folder("gpt2-fp16-presents");

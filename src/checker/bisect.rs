@@ -1,10 +1,11 @@
 //! A crash named at its node. When ONNX Runtime kills the child inside a
-//! folder's encoder, further children run the same encoder on the same
-//! (seeded) feeds with its graph cut after node k, halving the range until
-//! the first node whose execution kills the process is found: at most
-//! log2(nodes) + 1 short children, each under the check's time limit. The
-//! last one runs the graph cut just before that node and reports the
-//! shapes and element types of what the node was about to read.
+//! folder's encoder, or inside the decoder at some step, further children
+//! run the same file on the same (seeded) feeds — a decoder's steps before
+//! the crashing one whole, that step cut — with its graph cut after node k,
+//! halving the range until the first node whose execution kills the process
+//! is found: at most log2(nodes) + 1 short children, each under the check's
+//! time limit. The last one runs the graph cut just before that node and
+//! reports the shapes and element types of what the node was about to read.
 
 use super::Checker;
 use crate::engine::events::TensorInfo;
@@ -27,14 +28,32 @@ pub(crate) struct Culprit {
 }
 
 impl Checker {
-    /// Bisects the encoder crash of `report` (run as `job`) to its node,
-    /// and names it on the crash finding.
+    /// Bisects the crash of `report` (run as `job`) to its node, in the
+    /// encoder or in the file the decoder's crashing step ran, and names it
+    /// on the crash finding.
     pub(crate) fn name_crash_node(&self, exe: &Path, job: &Job, source: &str, report: &mut RuntimeReport) {
-        let Some(encoder) = job.options.encoder.clone().filter(|_| report.crashed_in.is_some()) else { return };
-        let found = self.bisect(exe, job, &encoder, source);
+        // A hang is no node's execution killing the process: bisecting it would cost a time limit per child.
+        if report.crash.as_deref().is_none_or(|how| how.starts_with("did not finish")) {
+            return;
+        }
+        let crash = report.findings.iter().find(|f| f.code == Code::Crash);
+        let (file, at, what) = match (&report.crashed_in, crash.and_then(|f| Some((f.step?, f.step0_past_len?)))) {
+            (Some(_), _) => match job.options.encoder.clone() {
+                Some(e) => (e, None, "the encoder".to_string()),
+                None => return,
+            },
+            (None, Some((step, past))) => {
+                // Step 0 of a split pair runs its no-past file.
+                let pair0 = job.options.step0_model.clone().or_else(|| job.options.no_cache_model.clone());
+                let file = pair0.filter(|_| step == 0).unwrap_or_else(|| job.model.clone());
+                (file, Some((step, past)), format!("the decoder at step {step}"))
+            }
+            (None, None) => return,
+        };
+        let found = self.bisect(exe, job, &file, at, source);
         let text = match &found {
             Ok(c) => format!(
-                "bisected in {} further runs (the encoder cut after node k, halving): node {} of {}, {}, kills the process when it runs; its inputs: {}",
+                "bisected in {} further runs ({what} cut after node k, halving): node {} of {}, {}, kills the process when it runs; its inputs: {}",
                 c.children,
                 c.index + 1,
                 c.of,
@@ -42,9 +61,9 @@ impl Checker {
                 c.inputs
                     .iter()
                     .map(|i| match &i.shape {
-                        Some(s) if !s.is_empty() => format!("{} {} {s:?}", i.name, i.dtype),
-                        Some(_) => format!("{} (a graph input, {}, as fed above)", i.name, i.dtype),
-                        None => format!("{} (a weight)", i.name),
+                        Some(s) => format!("{} {} {s:?}", i.name, i.dtype),
+                        None if i.dtype == crate::model::signature::ElemType::Undefined => format!("{} (a weight)", i.name),
+                        None => format!("{} (a graph input, {}, as fed above)", i.name, i.dtype),
                     })
                     .collect::<Vec<_>>()
                     .join(", ")
@@ -62,8 +81,15 @@ impl Checker {
         }
     }
 
-    fn bisect(&self, exe: &Path, job: &Job, encoder: &Path, source: &str) -> Result<Culprit, String> {
-        let bytes = std::fs::read(encoder).map_err(|e| format!("{}: {e}", encoder.display()))?;
+    fn bisect(
+        &self,
+        exe: &Path,
+        job: &Job,
+        file: &Path,
+        at: Option<(usize, i64)>,
+        source: &str,
+    ) -> Result<Culprit, String> {
+        let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
         let (_, nodes) = crate::diagnose::graph_edit::flatten(&bytes, &|_| Some(false))?;
         let outputs = |k: usize| -> Vec<String> {
             nodes[..k].iter().flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).cloned()).collect()
@@ -73,6 +99,7 @@ impl Checker {
             children += 1;
             let mut cut = job.clone();
             cut.options.cut = Some(wanted);
+            cut.options.cut_step = at;
             let r = crate::engine::child::run(exe, &cut, source, self.timeout, &|_: &str| {});
             // Survived: the cut run said what it computed and the child ended normally.
             r.cut.clone().filter(|_| r.crash.is_none())
@@ -87,6 +114,16 @@ impl Checker {
                 hi = mid;
             }
         }
+        // No cut survived: when a graph that computes nothing (its output one
+        // of its inputs) dies as well, the process dies before any node runs.
+        let inputs = crate::model::reader::read_signature(file).map(|s| s.inputs).unwrap_or_default();
+        let nothing = inputs.first().map(|p| vec![p.name.clone()]);
+        // (A decoder step's only: an encoder cut to nothing may still not load, whisper-genai's does not.)
+        if hi == 1 && at.is_some() && nothing.is_some_and(|n| run(n).is_none()) {
+            return Err(format!(
+                "every cut run died, even one computing no node: the crash is not one node's execution ({children} runs)"
+            ));
+        }
         let culprit = &nodes[hi - 1];
         let reads: Vec<String> = culprit.inputs.iter().filter(|i| !i.is_empty()).cloned().collect();
         // The node's inputs, from a run cut just before it (weights are not computed: none to report).
@@ -94,14 +131,16 @@ impl Checker {
             reads.iter().filter(|i| nodes[..hi - 1].iter().any(|n| n.outputs.contains(i))).cloned().collect();
         let mut inputs = if computed.is_empty() { Vec::new() } else { run(computed).unwrap_or_default() };
         // What it reads from outside the cut: the graph's inputs as fed, its weights.
-        let fed = crate::model::reader::read_signature(encoder).map(|s| s.inputs).unwrap_or_default();
+        let fed = crate::model::reader::read_signature(file).map(|s| s.inputs).unwrap_or_default();
         let outside: Vec<String> = reads.iter().filter(|r| !inputs.iter().any(|i| &i.name == *r)).cloned().collect();
         for r in &outside {
-            let (dtype, shape) = match fed.iter().find(|p| &p.name == r).and_then(|p| p.ty.tensor_parts()) {
-                Some((e, _)) => (e, Some(vec![])),
-                None => (crate::model::signature::ElemType::Undefined, None),
-            };
-            inputs.push(TensorInfo { name: r.clone(), dtype, shape });
+            // No shape: a graph input (its type known) or a weight (undefined).
+            let dtype = fed
+                .iter()
+                .find(|p| &p.name == r)
+                .and_then(|p| p.ty.tensor_parts())
+                .map_or(crate::model::signature::ElemType::Undefined, |(e, _)| e);
+            inputs.push(TensorInfo { name: r.clone(), dtype, shape: None });
         }
         Ok(Culprit {
             node: format!("{} ({})", culprit.path, culprit.op_type),

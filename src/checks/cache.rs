@@ -63,6 +63,16 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
         };
         emit(Event::Feeds { variant: dummy, step, feeds: feeds.iter().map(Feed::info).collect() });
         inject_fault(step);
+        // A decoder crash's bisection: this step runs cut, and says what it computed.
+        if let (Some(wanted), Some((s, d))) = (&opts.cut, opts.cut_step) {
+            if (s, d) == (step, dummy) {
+                match open_cut(ctx.env, &model, wanted, opts).and_then(|mut cut| run(&mut cut, &feeds)) {
+                    Ok(out) => emit(Event::Cut { outputs: out.infos }),
+                    Err(message) => emit(Event::Failure { variant: dummy, step, message, node: None, cause: None }),
+                }
+                return;
+            }
+        }
 
         let t = Instant::now();
         let out = match run(session, &feeds) {
@@ -195,4 +205,19 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
             cache.advance(plan, &out, step, present_len);
         }
     }
+}
+
+/// A session on `path` cut to the tensors `wanted` (a crash bisection).
+pub(crate) fn open_cut(
+    env: &ort::environment::Environment,
+    path: &std::path::Path,
+    wanted: &[String],
+    opts: &crate::engine::options::Options,
+) -> Result<ort::session::Session, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let (flat, _) = crate::diagnose::graph_edit::flatten(&bytes, &|_| Some(false))?;
+    let cut = crate::diagnose::graph_edit::expose(&bytes, &flat, wanted)?;
+    crate::engine::session::with_threads(ort::session::Session::builder(env), opts.threads)
+        .and_then(|mut b| b.commit_from_memory(&cut))
+        .map_err(|e| e.to_string())
 }

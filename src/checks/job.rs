@@ -81,6 +81,10 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
             emit(ev)
         });
     }
+    // A decoder crash's bisection child: the steps up to the cut one, nothing else.
+    if job.options.cut_step.is_some() {
+        return emit(Event::Done);
+    }
     if job.plan.position_rows.is_some() && !cache_failed {
         crate::checks::positions::probe(&mut ctx, emit);
     }
@@ -131,21 +135,6 @@ fn pair_width(opts: &crate::engine::options::Options) -> Option<i64> {
         crate::model::signature::Dim::Fixed(w) if *w > 0 => Some(*w),
         _ => None,
     }
-}
-
-/// A session on `path` cut to the tensors `wanted` (a crash bisection).
-fn open_cut(
-    env: &ort::environment::Environment,
-    path: &std::path::Path,
-    wanted: &[String],
-    opts: &crate::engine::options::Options,
-) -> Result<ort::session::Session, String> {
-    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
-    let (flat, _) = crate::diagnose::graph_edit::flatten(&bytes, &|_| Some(false))?;
-    let cut = crate::diagnose::graph_edit::expose(&bytes, &flat, wanted)?;
-    crate::engine::session::with_threads(ort::session::Session::builder(env), opts.threads)
-        .and_then(|mut b| b.commit_from_memory(&cut))
-        .map_err(|e| e.to_string())
 }
 
 /// Re-runs a trace's recorded calls in order until one fails: the job's
@@ -244,8 +233,9 @@ fn prepare<'a>(
     let mut encoder_cross = Vec::new();
     let encoder_states = match (&plan.encoder_hidden_states, &opts.encoder) {
         (_, Some(path)) => {
-            let opened = match &opts.cut {
-                Some(wanted) => open_cut(env, path, wanted, opts),
+            // The encoder runs cut only in its own crash's bisection (not a decoder step's).
+            let opened = match opts.cut.as_ref().filter(|_| opts.cut_step.is_none()) {
+                Some(wanted) => crate::checks::cache::open_cut(env, path, wanted, opts),
                 None => open(env, path, opts),
             };
             let mut s = opened.map_err(|e| stop(Stage::Encoder, format!("{}: {e}", path.display()), None))?;

@@ -139,7 +139,7 @@ pub(crate) fn states_on(
         feeds.push(Feed { name, elem, values });
     }
     // Said first: if ONNX Runtime dies in the encoder, the crash is the encoder's.
-    if opts.cut.is_some() {
+    if opts.cut.is_some() && opts.cut_step.is_none() {
         // A crash bisection: the cut graph's outputs are what the parent reads.
         let out = run(s, &feeds)?;
         emit(crate::engine::events::Event::Cut { outputs: out.infos });

@@ -73,6 +73,10 @@ pub struct Options {
     /// kept only up to the nodes computing them), on the feeds the crashed run had.
     #[serde(default)]
     pub cut: Option<Vec<String>>,
+    /// A decoder crash's bisection instead: the file run at this step (and
+    /// step-0 past length) runs cut, after the steps before it ran whole.
+    #[serde(default)]
+    pub cut_step: Option<(usize, i64)>,
     /// config.json's `final_logit_softcapping`: every logit of the run within ± it.
     #[serde(default)]
     pub softcap: Option<f64>,
@@ -203,6 +207,7 @@ impl Default for Options {
             rope: None,
             codebooks: None,
             cut: None,
+            cut_step: None,
             softcap: None,
             repro: None,
         }
