@@ -185,3 +185,45 @@ fn logits_beyond_the_configured_softcap_are_named() {
     assert!(first["message"].as_str().unwrap().contains("caps every logit at ± 3"), "{first:#}");
     assert!(!f["findings"].as_array().unwrap().iter().any(|x| x["code"] == "parity"), "parity cannot see it");
 }
+
+/// Issue 29: the token ids a caller feeds (bos, pad, decoder start, from
+/// config.json or generation_config.json) must be rows of the embedding
+/// table the graph gathers them from; a negative pad means none.
+#[test]
+fn fed_token_ids_past_the_embedding_table_are_named() {
+    let tmp = std::env::temp_dir().join(format!("onnx-contract-fed-tokens-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let src = common::root().join("models/gpt2-tiny");
+    for f in std::fs::read_dir(&src).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, tmp.join(f.file_name().unwrap())).unwrap();
+    }
+    let mut config: Value = serde_json::from_slice(&std::fs::read(tmp.join("config.json")).unwrap()).unwrap();
+    config["bos_token_id"] = 5000.into();
+    config["pad_token_id"] = (-1).into();
+    std::fs::write(tmp.join("config.json"), config.to_string()).unwrap();
+    let out = common::run(&["check", common::path_str(&tmp), "--static-only", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let findings = file_report(&r, "model.onnx")["findings"].as_array().unwrap().clone();
+    let named: Vec<&str> = findings
+        .iter()
+        .filter(|f| f["message"].as_str().unwrap().contains("is not a row of"))
+        .map(|f| f["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(named.len(), 1, "{named:#?}");
+    assert!(
+        named[0].starts_with("config.json: bos_token_id = 5000 is not a row of model.onnx's token embedding")
+            && named[0].contains("`transformer.wte.weight`, 1000 rows, read by `input_ids`"),
+        "{}",
+        named[0]
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+    // Every committed folder's fed tokens are rows of its tables (MusicGen's
+    // pad and start token are the codebook size: its extra embedding row).
+    for dir in ["marian-tiny", "musicgen-tiny", "llama-genai", "whisper-tiny", "t5-tiny"] {
+        let out = common::run(&["check", &format!("models/{dir}"), "--static-only"]);
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("is not a row of"), "{dir}");
+    }
+}

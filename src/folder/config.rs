@@ -42,11 +42,24 @@ pub struct ModelConfig {
     /// codebook size, an extra embedding row.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tokens: Vec<Size>,
+    /// Every token id a caller feeds (bos, pad, decoder start), with its
+    /// key: each must be a row of the embedding table it is fed to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fed_tokens: Vec<Size>,
 }
 
 /// The end token ids `v` states, each with `label: key` (`key[i]` for a list).
 fn token_ids(v: &Value, label: &str) -> Vec<Size> {
-    let key = "eos_token_id";
+    ids_of(v, label, "eos_token_id")
+}
+
+/// The token ids a caller feeds that `v` states.
+pub(crate) fn fed_ids(v: &Value, label: &str) -> Vec<Size> {
+    ["bos_token_id", "pad_token_id", "decoder_start_token_id"].iter().flat_map(|key| ids_of(v, label, key)).collect()
+}
+
+/// The ids `v[key]` states (one, or each entry of a list).
+fn ids_of(v: &Value, label: &str, key: &str) -> Vec<Size> {
     match v.get(key) {
         Some(Value::Array(list)) => list
             .iter()
@@ -206,6 +219,7 @@ impl ModelConfig {
             scopes.iter().find_map(|(scope, label)| sliding_window(scope, label, c.model_type.as_deref()));
         c.attention_layers = scopes.iter().find_map(|(scope, label)| attention_layers(scope, label));
         c.tokens = scopes.iter().flat_map(|(scope, label)| token_ids(scope, label)).collect();
+        c.fed_tokens = scopes.iter().flat_map(|(scope, label)| fed_ids(scope, label)).collect();
         // MusicGen states its codebooks in the decoder's own sub-config.
         if let (false, Some(k)) = (c.sizes.contains_key("codebooks"), v.pointer("/decoder/num_codebooks").and_then(int))
         {
@@ -226,6 +240,7 @@ impl ModelConfig {
         if gen_path.is_file() {
             let g = read_json(&gen_path)?;
             c.tokens.extend(token_ids(&g, "generation_config.json"));
+            c.fed_tokens.extend(fed_ids(&g, "generation_config.json"));
             for (name, key) in [("decoder_start", "decoder_start_token_id"), ("eos", "eos_token_id")] {
                 if let Some(value) = g.get(key).and_then(int) {
                     c.sizes.insert(name.into(), Size { value, source: format!("generation_config.json: {key}") });

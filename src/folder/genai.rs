@@ -95,6 +95,9 @@ impl GenaiConfig {
                 attention_layers: at(v, "model.decoder")
                     .and_then(|d| super::config::attention_layers(d, "genai_config.json: model.decoder")),
                 tokens: Vec::new(),
+                fed_tokens: at(v, "model")
+                    .map(|m| super::config::fed_ids(m, "genai_config.json: model"))
+                    .unwrap_or_default(),
             },
             inputs: strings(at(v, "model.decoder.inputs")),
             outputs: strings(at(v, "model.decoder.outputs")),

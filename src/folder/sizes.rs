@@ -109,6 +109,27 @@ pub fn mismatches(config: &ModelConfig, file: &str, sig: &Signature) -> Vec<Find
             ).cause(Some("a generation loop that waits for this end token never sees it: the config belongs to another tokenizer or vocabulary size".into())));
         }
     }
+    // Tokens a caller feeds that the embedding table has no row for (a negative one is "none": pad -1).
+    // The token input's table only (positions and segments are gathered from tables too).
+    let inferred = crate::plan::infer::infer(sig, &crate::plan::infer::Hints::default());
+    let is_token =
+        |n: &str| inferred.inputs.iter().any(|p| p.name == n && p.role == crate::plan::roles::InputRole::TokenIds);
+    for (input, (table, rows)) in sig.token_rows.iter().filter(|(n, _)| is_token(n)) {
+        let mut seen = std::collections::BTreeSet::new();
+        for t in config.fed_tokens.iter().filter(|t| t.value >= *rows && seen.insert(&t.source)) {
+            out.push(
+                Finding::error(
+                    Code::ConfigMismatch,
+                    format!(
+                        "{} = {} is not a row of {file}'s token embedding (`{table}`, {rows} rows, read by `{input}`)",
+                        t.source, t.value
+                    ),
+                )
+                .tensor(input)
+                .cause(Some("a caller feeding this token gets an out-of-range Gather (an error, or another token's row): the config belongs to another tokenizer or vocabulary size".into())),
+            );
+        }
+    }
     out
 }
 

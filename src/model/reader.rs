@@ -116,6 +116,7 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
     let input_reach = reach(graph, &inputs, &counts.subgraph_readers);
     let input_readers = direct_readers(graph, &inputs, &counts.subgraph_readers);
     let if_branches = if_branches(graph, &inputs);
+    let token_rows = token_rows(graph, &inputs);
     let mut weight_elements = std::collections::BTreeMap::new();
     for t in &graph.initializer {
         let n: u64 = t.dims.iter().map(|&d| d.max(0) as u64).product();
@@ -148,7 +149,41 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
         input_reach,
         input_readers,
         if_branches,
+        token_rows,
     })
+}
+
+/// For each graph input that indexes an embedding table (a main-graph
+/// `Gather` of a rank-2 initializer, the input fed directly or through one
+/// Cast/Reshape/Unsqueeze/Squeeze): the table and its rows. A quantized or
+/// computed table is not read (no entry).
+fn token_rows(graph: &pb::GraphProto, inputs: &[Port]) -> std::collections::BTreeMap<String, (String, i64)> {
+    let tables: HashMap<&str, i64> = graph
+        .initializer
+        .iter()
+        .filter(|t| t.dims.len() == 2)
+        .filter_map(|t| Some((t.name.as_deref()?, t.dims[0])))
+        .collect();
+    // A tensor that is a graph input, or one light op away from one.
+    let mut from_input: HashMap<&str, &str> = inputs.iter().map(|p| (p.name.as_str(), p.name.as_str())).collect();
+    for n in &graph.node {
+        let op = n.op_type.as_deref().unwrap_or_default();
+        if matches!(op, "Cast" | "Reshape" | "Unsqueeze" | "Squeeze") {
+            if let (Some(src), Some(out)) =
+                (n.input.first().and_then(|i| from_input.get(i.as_str()).copied()), n.output.first())
+            {
+                from_input.insert(out.as_str(), src);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for n in graph.node.iter().filter(|n| n.op_type.as_deref() == Some("Gather")) {
+        let (Some(data), Some(indices)) = (n.input.first(), n.input.get(1)) else { continue };
+        if let (Some(&rows), Some(&input)) = (tables.get(data.as_str()), from_input.get(indices.as_str())) {
+            out.entry(input.to_string()).or_insert((data.clone(), rows));
+        }
+    }
+    out
 }
 
 /// Text files renamed to `.onnx` are a common mistake; name them instead of

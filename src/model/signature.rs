@@ -363,6 +363,9 @@ pub struct Signature {
     /// Every main-graph `If` whose condition is a graph input: the graph
     /// inputs each branch reads (a merged decoder's cache branch reads the pasts).
     pub if_branches: Vec<IfBranches>,
+    /// For each graph input that indexes an embedding table: the table's
+    /// initializer and its rows (the token ids it can take).
+    pub token_rows: std::collections::BTreeMap<String, (String, i64)>,
 }
 
 /// What the two branches of an `If` on a graph input read.
