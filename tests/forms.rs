@@ -218,6 +218,18 @@ fn a_crash_mid_graph_is_bisected_to_its_node() {
     for d in ["decoder_model_merged.onnx", "decoder_with_past_model.onnx"] {
         assert_eq!(file_report(&r, d)["verdict"], "pass", "{d}: {:#}", file_report(&r, d)["findings"]);
     }
+    // `--repro`: the Div alone, its inputs captured, reproduces the death in a child.
+    let dir = std::env::temp_dir().join(format!("onnx-contract-encoder-crash-{}", std::process::id()));
+    let out = bin()
+        .args(["check", "models/crash-gather-oob", "--format", "json", "--no-fetch", "--repro", path_str(&dir)])
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = file_report(&r, "encoder_model.onnx")["findings"][0]["cause"].as_str().unwrap().to_string();
+    assert!(c.contains("reproduced by 1 node(s) alone in") && c.contains("encoder_model-crash"), "{c}");
+    let ran = std::process::Command::new("python3").arg(dir.join("encoder_model-crash/repro.py")).output().unwrap();
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stdout));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Issue 29: a crash inside the decoder, only on cached steps (the same
@@ -238,6 +250,31 @@ fn a_decoder_crash_on_a_cached_step_is_bisected_at_that_step() {
     assert!(c.contains("/crash/Constant_3_output_0 int64 [1]") && c.contains("/crash/Sub_output_0 int64 []"), "{c}");
     let runs: usize = c["bisected in ".len()..].split(' ').next().unwrap().parse().unwrap();
     assert!(runs <= 11, "log2(567) + 1 children at most: {c}");
+
+    // `--repro`: the node alone, with the values it was about to read, written
+    // and run by a child that died; its script shows the death on plain onnxruntime.
+    let dir = std::env::temp_dir().join(format!("onnx-contract-crash-repro-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = bin()
+        .args(["check", "models/crash-decoder-cached", "--format", "json", "--no-fetch", "--repro", path_str(&dir)])
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = file_report(&r, "model.onnx");
+    let repro = &f["runtimes"][0]["repros"][0];
+    assert_eq!(repro["code"], "crash", "{f:#}");
+    assert_eq!(repro["reproduces"], true, "{repro:#}");
+    assert_eq!(repro["node"], "/crash/Div (Div)");
+    assert!(repro["nodes"][1].as_u64().unwrap() <= 2, "the Div and the constant it reads: {repro:#}");
+    assert!(repro["observed"].as_str().unwrap().contains("SIGFPE"), "{repro:#}");
+    let written = dir.join("model-crash");
+    for file in ["model.onnx", "inputs.npz", "repro.py", "README.md", "requirements.txt"] {
+        assert!(written.join(file).is_file(), "{file}");
+    }
+    let ran = std::process::Command::new("python3").arg(written.join("repro.py")).output().unwrap();
+    let said = String::from_utf8_lossy(&ran.stdout);
+    assert!(ran.status.success() && said.contains("return code -8"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
 
     let out = bin()
         .args(["check", "models/gpt2-tiny", "--format", "json", "--no-fetch"])

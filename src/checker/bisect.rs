@@ -18,6 +18,8 @@ use std::path::Path;
 pub(crate) struct Culprit {
     /// `name (Op)`.
     pub(crate) node: String,
+    /// The node's own name.
+    pub(crate) name: String,
     /// Its inputs as the cut run computed them.
     pub(crate) inputs: Vec<TensorInfo>,
     /// Index in execution order, of how many.
@@ -70,6 +72,19 @@ impl Checker {
             ),
             Err(why) => format!("could not bisect the crash to a node: {why}"),
         };
+        // `--repro`: the node alone (else with its producers) written and run in a child that must die.
+        let mut text = text;
+        if let (Ok(c), Some(_)) = (&found, &job.options.repro) {
+            let r = self.reproduce_crash(exe, job, at, &c.name, source);
+            // Said on the finding too: an encoder's crash moves to the encoder's report.
+            if let Some(r) = r.as_ref().filter(|r| r.reproduces) {
+                text.push_str(&format!(
+                    "; reproduced by {} node(s) alone in {} (python {}/repro.py)",
+                    r.nodes.1, r.dir, r.dir
+                ));
+            }
+            report.repros.extend(r);
+        }
         for f in report.findings.iter_mut().filter(|f| f.code == Code::Crash) {
             if let Ok(c) = &found {
                 f.node = Some(c.node.clone());
@@ -79,6 +94,46 @@ impl Checker {
                 None => text.clone(),
             });
         }
+    }
+
+    /// The crash's reproduction: for each depth (the node alone first), a
+    /// child writes the reduction and runs it; the first whose child dies
+    /// is kept (the child left it in place), announced as reproducing.
+    fn reproduce_crash(
+        &self,
+        exe: &Path,
+        job: &Job,
+        at: Option<(usize, i64)>,
+        node: &str,
+        source: &str,
+    ) -> Option<crate::engine::events::Repro> {
+        let mut last = None;
+        for depth in 0..=crate::repro::MAX_DEPTH {
+            let mut child = job.clone();
+            (child.options.cut, child.options.cut_step) = (None, at);
+            child.options.crash_repro = Some((node.to_string(), depth));
+            let r = crate::engine::child::run(exe, &child, source, self.timeout, &|_: &str| {});
+            let mut written = r.repros.last().cloned()?;
+            if written.observed.starts_with("not written") {
+                return Some(written);
+            }
+            if let Some(how) = r.crash.as_ref().filter(|_| r.repros.len() == 1) {
+                written.reproduces = true;
+                written.observed =
+                    format!("{}: the process {how}", written.observed.trim_end_matches(", as the check's run did"));
+                return Some(written);
+            }
+            last = Some(written);
+        }
+        // No reduction up to MAX_DEPTH kills the process alone: nothing kept (the child removed each).
+        last.map(|mut r| {
+            r.observed = format!(
+                "no reduction up to {} producer levels kills the process here (last: {})",
+                crate::repro::MAX_DEPTH,
+                r.observed
+            );
+            r
+        })
     }
 
     fn bisect(
@@ -144,6 +199,7 @@ impl Checker {
         }
         Ok(Culprit {
             node: format!("{} ({})", culprit.path, culprit.op_type),
+            name: culprit.name.clone(),
             inputs,
             index: hi - 1,
             of: nodes.len(),

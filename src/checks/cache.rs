@@ -64,8 +64,12 @@ pub(crate) fn run_steps(ctx: &mut Ctx<'_>, dummy: i64, emit: &mut dyn FnMut(Even
         emit(Event::Feeds { variant: dummy, step, feeds: feeds.iter().map(Feed::info).collect() });
         inject_fault(step);
         // A decoder crash's bisection: this step runs cut, and says what it computed.
-        if let (Some(wanted), Some((s, d))) = (&opts.cut, opts.cut_step) {
-            if (s, d) == (step, dummy) {
+        if opts.cut_step == Some((step, dummy)) {
+            // Or the crash's reproduction, written and run (this process dies when it reproduces).
+            if let Some((node, depth)) = &opts.crash_repro {
+                return crate::repro::crash(ctx.env, &model, &feeds, node, *depth, opts, emit);
+            }
+            if let Some(wanted) = &opts.cut {
                 match open_cut(ctx.env, &model, wanted, opts).and_then(|mut cut| run(&mut cut, &feeds)) {
                     Ok(out) => emit(Event::Cut { outputs: out.infos }),
                     Err(message) => emit(Event::Failure { variant: dummy, step, message, node: None, cause: None }),

@@ -239,8 +239,17 @@ fn prepare<'a>(
                 None => open(env, path, opts),
             };
             let mut s = opened.map_err(|e| stop(Stage::Encoder, format!("{}: {e}", path.display()), None))?;
-            let (_, states, cross) = crate::engine::encoder::states_on(&mut s, path, plan, opts, &mut rng, emit)
-                .map_err(|m| stop(Stage::Encoder, m, None))?;
+            // A bisected encoder crash's reproduction: written and run on the encoder's feeds (this process dies when it reproduces).
+            let mut repro = |feeds: &[crate::engine::feeds::Feed], emit: &mut dyn FnMut(Event)| {
+                if let Some((node, depth)) = &opts.crash_repro {
+                    crate::repro::crash(env, path, feeds, node, *depth, opts, emit);
+                }
+            };
+            let instead: Option<crate::engine::encoder::Instead<'_>> =
+                (opts.crash_repro.is_some() && opts.cut_step.is_none()).then_some(&mut repro);
+            let (_, states, cross) =
+                crate::engine::encoder::states_on(&mut s, path, plan, opts, &mut rng, instead, emit)
+                    .map_err(|m| stop(Stage::Encoder, m, None))?;
             encoder_cross = cross;
             encoder = Some(s);
             enc_len = states.shape().get(1).copied().unwrap_or(enc_len);

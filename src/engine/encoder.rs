@@ -24,7 +24,7 @@ pub(crate) fn states(
     rng: &mut Rng,
 ) -> Result<(Vec<Feed>, ArrayD<f32>), String> {
     let mut s = open(env, path, opts).map_err(|e| format!("{}: {e}", path.display()))?;
-    states_on(&mut s, path, plan, opts, rng, &mut |_| {}).map(|(feeds, states, _)| (feeds, states))
+    states_on(&mut s, path, plan, opts, rng, None, &mut |_| {}).map(|(feeds, states, _)| (feeds, states))
 }
 
 /// What an encoder gave: the feeds, its states, and the decoder's
@@ -70,12 +70,18 @@ pub(crate) fn samples_for(path: &Path, frames: usize) -> usize {
 }
 
 /// [`states`] on an open session (kept by the job for its later encoder runs).
+/// What runs on an encoder's feeds instead of the encoder.
+pub(crate) type Instead<'a> = &'a mut dyn FnMut(&[Feed], &mut dyn FnMut(crate::engine::events::Event));
+
+/// `instead`, when given, is run on the feeds in place of the encoder (a
+/// bisected crash's reproduction, which lives above this room).
 pub(crate) fn states_on(
     s: &mut Session,
     path: &Path,
     plan: &Plan,
     opts: &Options,
     rng: &mut Rng,
+    instead: Option<Instead<'_>>,
     emit: &mut dyn FnMut(crate::engine::events::Event),
 ) -> Result<Encoded, String> {
     let b = opts.batch.max(1) as usize;
@@ -139,6 +145,10 @@ pub(crate) fn states_on(
         feeds.push(Feed { name, elem, values });
     }
     // Said first: if ONNX Runtime dies in the encoder, the crash is the encoder's.
+    if let Some(instead) = instead {
+        instead(&feeds, emit);
+        return Err("the encoder's feeds were taken for another run: no states".into());
+    }
     if opts.cut.is_some() && opts.cut_step.is_none() {
         // A crash bisection: the cut graph's outputs are what the parent reads.
         let out = run(s, &feeds)?;

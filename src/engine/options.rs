@@ -77,6 +77,10 @@ pub struct Options {
     /// step-0 past length) runs cut, after the steps before it ran whole.
     #[serde(default)]
     pub cut_step: Option<(usize, i64)>,
+    /// A bisected crash's reproduction instead: this node's reduction at
+    /// this depth written under `repro`, then run (dying proves it).
+    #[serde(default)]
+    pub crash_repro: Option<(String, usize)>,
     /// config.json's `final_logit_softcapping`: every logit of the run within ± it.
     #[serde(default)]
     pub softcap: Option<f64>,
@@ -208,6 +212,7 @@ impl Default for Options {
             codebooks: None,
             cut: None,
             cut_step: None,
+            crash_repro: None,
             softcap: None,
             repro: None,
         }

@@ -8,6 +8,7 @@
 //! error text, a NaN/Inf from finite inputs, or the departure from the fp32
 //! node. Nothing is written for a reduction that does not show it.
 
+mod crash;
 pub(crate) mod npz;
 pub(crate) mod raw;
 mod script;
@@ -20,6 +21,7 @@ use crate::engine::options::Options;
 use crate::engine::session::with_threads;
 use crate::finding::Code;
 use crate::model::signature::ElemType;
+pub(crate) use crash::crash;
 use raw::Raw;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -32,13 +34,16 @@ pub(crate) enum Problem<'a> {
     Fails { message: &'a str },
     /// The node writes NaN/Inf from finite inputs.
     NonFinite,
+    /// Running the node kills the process (checked by a parent: the child
+    /// that writes the reduction runs it and dies).
+    Crashes,
     /// A variant's node departs from the fp32 model's node writing the same
     /// tensor by more than `bound` (relative).
     Departs { reference: &'a Path, reference_feeds: &'a [Feed], reference_node: &'a str, tensor: &'a str, bound: f64 },
 }
 
 /// How far up the reduction may grow before giving up.
-const MAX_DEPTH: usize = 4;
+pub(crate) const MAX_DEPTH: usize = 4;
 
 /// Folders written by this process: a finding seen at several steps or
 /// step-0 lengths is reproduced once.
@@ -155,14 +160,20 @@ fn cut(
     depth: usize,
     feeds: &[Feed],
     opts: &Options,
+    crashes: bool,
 ) -> Result<(Cut, extract::Selection), String> {
     let sel = extract::select(bytes, path, node, depth)?;
     let mut wanted = sel.inputs.clone();
     wanted.extend(sel.outputs.iter().cloned());
     // The target's outputs are captured too where they exist (their types);
-    // a failing node has none, so only its inputs are.
-    let captured = capture(env, bytes, path, &wanted, feeds, opts)
-        .or_else(|_| capture(env, bytes, path, &sel.inputs, feeds, opts))?;
+    // a failing node has none, so only its inputs are; a crashing one's
+    // outputs are never computed (that would run it).
+    let captured = if crashes {
+        capture(env, bytes, path, &sel.inputs, feeds, opts)?
+    } else {
+        capture(env, bytes, path, &wanted, feeds, opts)
+            .or_else(|_| capture(env, bytes, path, &sel.inputs, feeds, opts))?
+    };
     let first_float = captured.iter().find(|r| r.floats().is_some()).or(captured.first()).map(|r| r.dtype.code());
     let base = model.parent().unwrap_or(Path::new("."));
     let reduced = extract::build(
@@ -246,7 +257,7 @@ fn attempt(
     };
     let mut last = String::new();
     for depth in 0..=MAX_DEPTH {
-        let (c, sel) = cut(env, model, &bytes, &path, node, depth, feeds, opts)?;
+        let (c, sel) = cut(env, model, &bytes, &path, node, depth, feeds, opts, false)?;
         if reference.is_some()
             && depth < MAX_DEPTH
             && !sel.inputs.iter().all(|i| ref_names.contains(i) || feeds.iter().any(|f| &f.name == i))
@@ -257,10 +268,13 @@ fn attempt(
             (Problem::Fails { message }, _) => judge_failure(env, &c, message, opts)?,
             (Problem::NonFinite, _) => judge_non_finite(env, &c, node, opts)?,
             (Problem::Departs { reference_feeds, reference_node, tensor, bound, .. }, Some((rb, rp))) => {
-                let (rc, _) = cut(env, problem_reference(problem), rb, rp, reference_node, 0, reference_feeds, opts)?;
+                let (rc, _) =
+                    cut(env, problem_reference(problem), rb, rp, reference_node, 0, reference_feeds, opts, false)?;
                 judge_departure(env, &c, &rc, tensor, *bound, opts)?
             }
             (Problem::Departs { .. }, None) => unreachable!("the reference is read above"),
+            // Judged by a parent watching the process that runs it (`crash`), never here.
+            (Problem::Crashes, _) => return Err("a crash is reproduced by `repro::crash` in a child".into()),
         };
         last = shown.observed.clone();
         if shown.reproduces {

@@ -48,6 +48,16 @@ if os.path.exists(\"reference_fp32.onnx\"):
 raise SystemExit(0 if bad else 1)
 "
         .to_string(),
+        // Run in a child interpreter: the crash kills it, and this one says so.
+        Problem::Crashes => "import subprocess, sys
+if len(sys.argv) > 1:
+    run(\"model.onnx\", \"inputs.npz\")
+    raise SystemExit(0)
+rc = subprocess.run([sys.executable, __file__, \"--child\"]).returncode
+print(f\"the process running the node: return code {rc}\" + (\" (killed by a signal)\" if rc < 0 else \"\"))
+raise SystemExit(0 if rc < 0 else 1)
+"
+        .to_string(),
         Problem::Departs { tensor, bound, .. } => format!(
             "t = {}
 got = run(\"model.onnx\", \"inputs.npz\")[t].astype(np.float64)
@@ -84,6 +94,11 @@ pub(super) fn readme(c: &Context<'_>) -> String {
             "this node writes NaN/Inf while its inputs are finite",
             "finite outputs".to_string(),
             "`model.onnx` (the node), `inputs.npz` (the finite values it read), `reference_fp32.onnx` when the model is float16 (the same node computed in float32, fed the same values)",
+        ),
+        Problem::Crashes => (
+            "running this node kills the process (ONNX Runtime itself crashes, no error is raised)",
+            "the node runs, or ONNX Runtime raises an error a caller can catch".to_string(),
+            "`model.onnx` (the node and the constants it reads), `inputs.npz` (the values it was about to read)",
         ),
         Problem::Departs { reference, bound, .. } => (
             "this node of a numeric variant departs from the fp32 model's node writing the same tensor",
