@@ -7,6 +7,7 @@
 //! `diagnose::graph_edit`'s field reader): weights and attributes this tool
 //! does not model are copied as they are, never decoded and re-encoded.
 
+pub mod cache_float32;
 pub mod extract;
 pub mod float32;
 pub mod unquantize;

@@ -16,6 +16,7 @@ mod workspace;
 pub use workspace::{outside, Edits};
 
 use crate::checker::report::{measured, FileReport, FolderReport, Verdict};
+use crate::edit::cache_float32::hand_out_float32;
 use crate::edit::float32::{keep_in_float32, CAST_BACK};
 use crate::edit::unquantize::take_from_reference;
 use crate::finding::{Code, Finding, Remedy, Repair, Severity};
@@ -64,7 +65,8 @@ pub fn try_all(
             Repair::SetConfig { .. } => every_config_repair(&f.report.findings),
             _ => vec![first.clone()],
         };
-        let mut trial = Trial { folder, file: &f.path, code, repairs, rechecks: 0, rounds: 0, every: None };
+        let mut trial =
+            Trial { folder, file: &f.path, code, repairs, rechecks: 0, rounds: 0, every: None, widened: Vec::new() };
         let (remedy, edits) = trial.run(&mut ws, &out.edits, recheck)?;
         if remedy.works {
             out.edits.extend(edits);
@@ -108,6 +110,8 @@ struct Trial<'a> {
     rounds: usize,
     /// The variant's op when every node of it was taken back at once.
     every: Option<String>,
+    /// `(past, present)` pairs the float32 island hands out in float32.
+    widened: Vec<(String, String)>,
 }
 
 fn same_kind(a: &Repair, b: &Repair) -> bool {
@@ -142,14 +146,32 @@ impl Trial<'_> {
                         half.extend(float16.iter().cloned());
                     }
                 }
-                let bytes = keep_in_float32(&self.read(self.file)?, &nodes, &|t| half.contains(t), true)?;
+                let mut bytes = keep_in_float32(&self.read(self.file)?, &nodes, &|t| half.contains(t), true)?;
+                if !self.widened.is_empty() {
+                    bytes = hand_out_float32(&bytes, &self.widened)?;
+                }
                 edits.insert(self.file.to_string(), bytes);
                 let list = quoted(&nodes);
+                let (cache, keep) = match self.widened.as_slice() {
+                    [] => (String::new(), String::new()),
+                    w => {
+                        let outs: Vec<String> = w.iter().map(|(_, q)| q.clone()).collect();
+                        let ins: Vec<String> = w.iter().map(|(p, _)| p.clone()).collect();
+                        (
+                            format!(
+                                "; and {} handed out in float32 with {} taken in float32 — this changes the interface: the caller feeds float32 pasts for those layers (their values exceed float16's range)",
+                                quoted(&outs),
+                                quoted(&ins)
+                            ),
+                            format!(", and declare {} and {} float32", quoted(&outs), quoted(&ins)),
+                        )
+                    }
+                };
                 Ok((
                     edits,
-                    format!("kept in float32 behind Casts: {list}"),
+                    format!("kept in float32 behind Casts: {list}{cache}"),
                     format!(
-                        "convert with onnxconverter-common's `float16.convert_float_to_float16(model, node_block_list=[{list}])` (keep the rest as it is)"
+                        "convert with onnxconverter-common's `float16.convert_float_to_float16(model, node_block_list=[{list}])` (keep the rest as it is){keep}"
                     ),
                 ))
             }
@@ -246,10 +268,18 @@ impl Trial<'_> {
                 Some(Repair::KeepFloat32 { node, .. }) if node.contains(CAST_BACK) => {
                     let island = node.split(CAST_BACK).next().unwrap_or_default();
                     let readers = self.readers(island)?;
-                    if readers.is_empty() {
+                    // Out of range where the graph hands it out: a cache output is
+                    // handed out in float32 (with its past), once; anything else stops here.
+                    let cache = if readers.is_empty() { self.cache_pairs(island)? } else { Vec::new() };
+                    if readers.is_empty() && cache.is_empty() {
                         why.push_str(&format!(
                             " (`{island}`'s output is beyond float16's range where the graph hands it out as float16)"
                         ));
+                    }
+                    if !cache.is_empty() && self.rounds < rounds(&self.repairs[0]) {
+                        self.rounds += 1;
+                        self.widened.extend(cache);
+                        continue;
                     }
                     readers
                 }
@@ -300,6 +330,29 @@ impl Trial<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// The `(past, present)` pairs among `node`'s outputs, not handed out in float32 yet.
+    fn cache_pairs(&self, node: &str) -> Result<Vec<(String, String)>, String> {
+        use prost::Message;
+        let bytes = self.read(self.file)?;
+        let m = crate::model::onnx_proto::ModelProto::decode(bytes.as_slice()).map_err(|e| e.to_string())?;
+        let outputs: Vec<String> = m
+            .graph
+            .map(|g| g.node)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|n| n.name.as_deref() == Some(node))
+            .map(|n| n.output)
+            .unwrap_or_default();
+        let sig = crate::model::reader::signature_from_bytes(&bytes)?;
+        let inferred = crate::plan::infer::infer(&sig, &crate::plan::infer::Hints::default());
+        Ok(inferred
+            .pairs
+            .into_iter()
+            .filter(|p| outputs.contains(&p.present) && !self.widened.iter().any(|(_, q)| *q == p.present))
+            .map(|p| (p.past, p.present))
+            .collect())
     }
 
     fn remedy(&self, change: String, option: String, works: bool, result: String) -> Remedy {
