@@ -85,7 +85,7 @@ codes! {
     CrossCache = "cross-cache": "A cross-attention present does not keep the encoder length.",
     Parity = "parity": "Cached logits differ from recomputing the prefix without cache.",
     RuntimeSkipped = "runtime-skipped": "The runtime check did not run (no cache to drive, or a run length cut short).",
-    ConfigMismatch = "config-mismatch": "config.json states a size the model does not have (layers, heads, head size, vocabulary, width).",
+    ConfigMismatch = "config-mismatch": "config.json states a size the model does not have (layers, heads, head size, vocabulary, width), an end token the logits cannot produce, or a token a caller feeds (bos, pad, decoder start; config.json, generation_config.json or genai_config.json) that the token embedding table has no row for.",
     CrossFile = "cross-file": "Two files of one export folder disagree (encoder width or dtype, layers, heads, vocabulary).",
     OddFile = "odd-file": "An entry named `.onnx` in the folder is no readable model file: a dangling or looping link, an unreadable file, a fifo, a directory (the rest of the folder is still checked).",
     RoleUnknown = "role-unknown": "A file in the folder is neither a recognised encoder nor decoder: it is still loaded and run once on inputs built from its signature, and the report says what happened.",

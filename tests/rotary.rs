@@ -159,12 +159,18 @@ fn special_tokens_outside_the_vocabulary_are_named() {
     let f = file_report(&r, "model.onnx");
     let bad: Vec<&Value> =
         f["findings"].as_array().unwrap().iter().filter(|x| x["code"] == "config-mismatch").collect();
-    assert_eq!(bad.len(), 1, "{bad:#?}");
+    // The end token the logits cannot produce, and the start token the embedding table has no row for.
+    assert_eq!(bad.len(), 2, "{bad:#?}");
     let m = bad[0]["message"].as_str().unwrap();
     assert!(
         m.contains(
             "generation_config.json: eos_token_id[1] = 128001 is not a token of model.onnx's vocabulary (1000 logits)"
         ),
+        "{m}"
+    );
+    let m = bad[1]["message"].as_str().unwrap();
+    assert!(
+        m.starts_with("generation_config.json: bos_token_id = 128000 is not a row of model.onnx's token embedding"),
         "{m}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
