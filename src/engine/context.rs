@@ -106,8 +106,13 @@ fn embedded(
 }
 
 /// A session on `path` with the job's thread count, at ONNX Runtime's default optimization level.
+/// Weights are not prepacked: a check runs each session a few dozen times,
+/// and packing every MatMul's weights at creation costs more than it saves
+/// (half of a 360 MB decoder's session creation; measured in bench/).
 pub(crate) fn open(env: &ort::environment::Environment, path: &Path, opts: &Options) -> Result<Session, String> {
     with_threads(Session::builder(env), opts.threads)
+        .and_then(|b| Ok(b.with_config_entry("session.disable_prepacking", "1")?))
+        .and_then(|b| Ok(b.with_config_entry("session.intra_op.allow_spinning", "0")?))
         .and_then(|mut b| b.commit_from_file(path))
         .map_err(|e| e.to_string())
 }
