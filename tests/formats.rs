@@ -156,3 +156,22 @@ fn human_output_fits_a_100_column_terminal_and_has_no_color_in_a_pipe() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().any(|l| l.chars().count() > 100) && text.lines().all(|l| l.chars().count() <= 200), "{text}");
 }
+
+/// Issue 32: with no terminal and no COLUMNS (a CI log, `| tee`), the report
+/// of every committed fixture folder — passing or failing, every kind —
+/// fits in 100 columns.
+#[test]
+fn every_fixture_folders_report_fits_a_log_without_a_terminal() {
+    let mut checked = 0;
+    let mut dirs: Vec<_> = std::fs::read_dir(root().join("models")).unwrap().map(|e| e.unwrap().path()).collect();
+    dirs.sort();
+    for dir in dirs.iter().filter(|d| d.is_dir() && !d.ends_with("__pycache__")) {
+        let out = bin().args(["check", path_str(dir), "--no-fetch"]).env_remove("COLUMNS").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.lines().count() > 2, "{}: {text}", dir.display());
+        let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= 100, "{}: a line of {widest} columns:\n{text}", dir.display());
+        checked += 1;
+    }
+    assert!(checked >= 80, "{checked} folders");
+}
