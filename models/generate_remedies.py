@@ -189,19 +189,27 @@ def crash_nodes(h):
     ]
 
 
-def splice_crash(m: onnx.ModelProto) -> onnx.ModelProto:
+def splice(m: onnx.ModelProto, after: str, make_nodes, full_check=False) -> onnx.ModelProto:
+    """`make_nodes(after)` inserted right after the node writing `after`; its
+    readers read the spliced nodes' last output instead."""
     g = m.graph
-    at = next(k for k, n in enumerate(g.node) if CRASH_AFTER in n.output)
-    new = crash_nodes(CRASH_AFTER)
+    at = next(k for k, n in enumerate(g.node) if after in n.output)
+    new = make_nodes(after)
     out = new[-1].output[0]
-    users = [n.name for n in g.node[at + 1:] if CRASH_AFTER in n.input]
+    users = [n.name for n in g.node[at + 1:] if after in n.input]
     print(f"  spliced after node {at} {g.node[at].name}; its consumers now read {out}: {users}")
     for n in g.node[at + 1:]:
-        n.input[:] = [out if x == CRASH_AFTER else x for x in n.input]
+        n.input[:] = [out if x == after else x for x in n.input]
     for k, n in enumerate(new):
         g.node.insert(at + 1 + k, n)
-    onnx.checker.check_model(m)
+    names = [n.name for n in g.node]
+    assert len(set(names)) == len(names), "node names must stay unique"
+    onnx.checker.check_model(m, full_check=full_check)
     return m
+
+
+def splice_crash(m: onnx.ModelProto) -> onnx.ModelProto:
+    return splice(m, CRASH_AFTER, crash_nodes)
 
 
 def gen_crash():
@@ -387,20 +395,7 @@ def cached_crash_nodes(h):
 
 
 def splice_cached(m: onnx.ModelProto) -> onnx.ModelProto:
-    g = m.graph
-    at = next(k for k, n in enumerate(g.node) if CACHED_AFTER in n.output)
-    new = cached_crash_nodes(CACHED_AFTER)
-    out = new[-1].output[0]
-    users = [n.name for n in g.node[at + 1:] if CACHED_AFTER in n.input]
-    print(f"  spliced after node {at} {g.node[at].name}; its consumers now read {out}: {users}")
-    for n in g.node[at + 1:]:
-        n.input[:] = [out if x == CACHED_AFTER else x for x in n.input]
-    for k, n in enumerate(new):
-        g.node.insert(at + 1 + k, n)
-    names = [n.name for n in g.node]
-    assert len(set(names)) == len(names), "node names must stay unique"
-    onnx.checker.check_model(m, full_check=True)
-    return m
+    return splice(m, CACHED_AFTER, cached_crash_nodes, full_check=True)
 
 
 def gen_crash_cached():
