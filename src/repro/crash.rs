@@ -2,9 +2,8 @@
 //! with the values it was about to read, written, then run in this process:
 //! the process dying is the proof a parent reads (`checker::bisect`).
 
-use super::{cut, flag, npz, raw, runtime_version, script, session, Cut, Problem};
+use super::{cut, flag, raw, runtime_version, script, session, started, write_reduction, Cut, Problem};
 use crate::diagnose::graph_edit;
-use crate::engine::events::Repro;
 use crate::engine::feeds::Feed;
 use crate::engine::options::Options;
 use crate::finding::Code;
@@ -24,17 +23,7 @@ pub(crate) fn crash(
     emit: &mut dyn FnMut(crate::engine::events::Event),
 ) {
     let Some(to) = opts.repro.as_ref() else { return };
-    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let dir = to.dir.join(format!("{stem}-{}", Code::Crash.as_str()));
-    let mut repro = Repro {
-        dir: dir.display().to_string(),
-        code: Code::Crash,
-        node: node.to_string(),
-        nodes: (0, 0),
-        bytes: (std::fs::metadata(model).map_or(0, |m| m.len()), 0),
-        observed: String::new(),
-        reproduces: false,
-    };
+    let (dir, mut repro) = started(to, model, node, Code::Crash);
     let written = (|| -> Result<Cut, String> {
         let bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
         let path =
@@ -43,12 +32,6 @@ pub(crate) fn crash(
         repro.nodes.0 = crate::edit::node_count(&bytes);
         let (c, _) = cut(env, model, &bytes, &path, node, depth, feeds, opts, true)?;
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let write = |name: &str, data: &[u8]| {
-            std::fs::write(dir.join(name), data).map_err(|e| format!("{}: {e}", dir.join(name).display()))
-        };
-        write("model.onnx", &c.bytes)?;
-        npz::write(&dir.join("inputs.npz"), &c.inputs)?;
         let ort_version = runtime_version();
         let observed = format!("running the reduction ({} node(s)) kills the process, as the check's run did", c.nodes);
         let ctx = script::Context {
@@ -62,9 +45,7 @@ pub(crate) fn crash(
             nodes: (repro.nodes.0, c.nodes),
             bytes: (repro.bytes.0, c.bytes.len() as u64),
         };
-        write("repro.py", script::python(&ctx).as_bytes())?;
-        write("README.md", script::readme(&ctx).as_bytes())?;
-        write("requirements.txt", script::requirements(&ort_version).as_bytes())?;
+        write_reduction(&dir, &c, None, &ctx)?;
         repro.observed = observed;
         Ok(c)
     })();

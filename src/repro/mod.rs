@@ -60,8 +60,7 @@ pub(crate) fn reproduce(
     opts: &Options,
 ) -> Option<Repro> {
     let to = opts.repro.as_ref()?;
-    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let dir = to.dir.join(format!("{stem}-{}", code.as_str()));
+    let (dir, mut repro) = started(to, model, node, code);
     {
         let mut written = WRITTEN.lock().unwrap_or_else(|p| p.into_inner());
         if written.contains(&dir) {
@@ -69,16 +68,6 @@ pub(crate) fn reproduce(
         }
         written.push(dir.clone());
     }
-    let before = std::fs::metadata(model).map_or(0, |m| m.len());
-    let mut repro = Repro {
-        dir: dir.display().to_string(),
-        code,
-        node: node.to_string(),
-        nodes: (0, 0),
-        bytes: (before, 0),
-        observed: String::new(),
-        reproduces: false,
-    };
     if let Err(e) = attempt(env, model, feeds, node, &problem, opts, &dir, &to.command, &mut repro) {
         repro.observed = format!("not written: {e}");
     }
@@ -278,18 +267,6 @@ fn attempt(
         };
         last = shown.observed.clone();
         if shown.reproduces {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let write = |name: &str, data: &[u8]| {
-                std::fs::write(dir.join(name), data).map_err(|e| format!("{}: {e}", dir.join(name).display()))
-            };
-            write("model.onnx", &c.bytes)?;
-            npz::write(&dir.join("inputs.npz"), &c.inputs)?;
-            if let Some((ref_bytes, ref_inputs)) = &shown.reference {
-                write("reference_fp32.onnx", ref_bytes)?;
-                if let Some(ri) = ref_inputs {
-                    npz::write(&dir.join("reference_inputs.npz"), ri)?;
-                }
-            }
             let ort_version = runtime_version();
             let ctx = script::Context {
                 model,
@@ -302,9 +279,7 @@ fn attempt(
                 nodes: (repro.nodes.0, c.nodes),
                 bytes: (repro.bytes.0, c.bytes.len() as u64),
             };
-            write("repro.py", script::python(&ctx).as_bytes())?;
-            write("README.md", script::readme(&ctx).as_bytes())?;
-            write("requirements.txt", script::requirements(&ort_version).as_bytes())?;
+            write_reduction(dir, &c, shown.reference.as_ref(), &ctx)?;
             repro.nodes.1 = c.nodes;
             repro.bytes.1 = c.bytes.len() as u64;
             repro.observed = shown.observed;
@@ -313,6 +288,48 @@ fn attempt(
         }
     }
     Err(format!("no reduction up to {MAX_DEPTH} producer levels shows it here (last: {last})"))
+}
+
+/// Where a reproduction of `code` in `model` is written, and its record so far.
+fn started(to: &crate::engine::options::ReproTo, model: &Path, node: &str, code: Code) -> (PathBuf, Repro) {
+    let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let dir = to.dir.join(format!("{stem}-{}", code.as_str()));
+    let repro = Repro {
+        dir: dir.display().to_string(),
+        code,
+        node: node.to_string(),
+        nodes: (0, 0),
+        bytes: (std::fs::metadata(model).map_or(0, |m| m.len()), 0),
+        observed: String::new(),
+        reproduces: false,
+    };
+    (dir, repro)
+}
+
+/// A reduction written into `dir`: the model and the values it reads, the
+/// fp32 reference beside it when there is one, the script, README and
+/// requirements.
+fn write_reduction(
+    dir: &Path,
+    c: &Cut,
+    reference: Option<&(Vec<u8>, Option<Vec<Raw>>)>,
+    ctx: &script::Context<'_>,
+) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let write = |name: &str, data: &[u8]| {
+        std::fs::write(dir.join(name), data).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+    };
+    write("model.onnx", &c.bytes)?;
+    npz::write(&dir.join("inputs.npz"), &c.inputs)?;
+    if let Some((ref_bytes, ref_inputs)) = reference {
+        write("reference_fp32.onnx", ref_bytes)?;
+        if let Some(ri) = ref_inputs {
+            npz::write(&dir.join("reference_inputs.npz"), ri)?;
+        }
+    }
+    write("repro.py", script::python(ctx).as_bytes())?;
+    write("README.md", script::readme(ctx).as_bytes())?;
+    write("requirements.txt", script::requirements(ctx.ort_version).as_bytes())
 }
 
 fn problem_reference<'a>(p: &'a Problem<'a>) -> &'a Path {
