@@ -146,6 +146,8 @@ impl Checker {
     ) -> Result<Culprit, String> {
         let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
         let (_, nodes) = crate::diagnose::graph_edit::flatten(&bytes, &|_| Some(false))?;
+        // The graph's inputs as declared (read once, from the bytes already read).
+        let fed = crate::model::reader::signature_from_bytes(&bytes).map(|s| s.inputs).unwrap_or_default();
         let outputs = |k: usize| -> Vec<String> {
             nodes[..k].iter().flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).cloned()).collect()
         };
@@ -171,8 +173,7 @@ impl Checker {
         }
         // No cut survived: when a graph that computes nothing (its output one
         // of its inputs) dies as well, the process dies before any node runs.
-        let inputs = crate::model::reader::read_signature(file).map(|s| s.inputs).unwrap_or_default();
-        let nothing = inputs.first().map(|p| vec![p.name.clone()]);
+        let nothing = fed.first().map(|p| vec![p.name.clone()]);
         // (A decoder step's only: an encoder cut to nothing may still not load, whisper-genai's does not.)
         if hi == 1 && at.is_some() && nothing.is_some_and(|n| run(n).is_none()) {
             return Err(format!(
@@ -186,7 +187,6 @@ impl Checker {
             reads.iter().filter(|i| nodes[..hi - 1].iter().any(|n| n.outputs.contains(i))).cloned().collect();
         let mut inputs = if computed.is_empty() { Vec::new() } else { run(computed).unwrap_or_default() };
         // What it reads from outside the cut: the graph's inputs as fed, its weights.
-        let fed = crate::model::reader::read_signature(file).map(|s| s.inputs).unwrap_or_default();
         let outside: Vec<String> = reads.iter().filter(|r| !inputs.iter().any(|i| &i.name == *r)).cloned().collect();
         for r in &outside {
             // No shape: a graph input (its type known) or a weight (undefined).
