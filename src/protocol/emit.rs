@@ -59,7 +59,7 @@ pub fn program(p: &Protocol, lang: Lang) -> Result<String, String> {
         pair: l.form == "split-pair",
         encoder_inputs: &l.encoder_inputs,
         step0_inputs: &l.step0_inputs,
-        beams: l.beams.0.filter(|&b| b > 1 && plan.codebooks.is_none() && l.fixed_batch.is_none()).unwrap_or(1),
+        beams: super::spec::default_beams(l),
     };
     Ok(match lang {
         Lang::Python => super::emit_python::python(&spec),

@@ -38,11 +38,8 @@ pub fn generate(
             max_new_tokens,
             ignore_eos,
             eos: l.eos,
-            // The emitted programs' default: the folder's num_beams (one row of codebooks: greedy).
-            beams: beams.unwrap_or_else(|| {
-                let asked = l.beams.0.filter(|_| plan.codebooks.is_none()).unwrap_or(1);
-                usize::try_from(asked).unwrap_or(1).max(1)
-            }),
+            // The emitted programs' default.
+            beams: beams.unwrap_or_else(|| usize::try_from(super::spec::default_beams(l)).unwrap_or(1).max(1)),
             length_penalty: l.beams.1,
         }),
         ..Options::default()

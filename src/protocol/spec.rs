@@ -90,10 +90,7 @@ impl Spec<'_> {
     }
     /// Why this export cannot run more than one beam, if it cannot.
     pub(crate) fn single_row(&self) -> Option<String> {
-        if self.plan.codebooks.is_some() {
-            return Some("beam search over codebook rows is not written: --num-beams 1".into());
-        }
-        self.l.fixed_batch.map(|b| format!("the graph fixes the batch at {b}: beam search needs a row per beam"))
+        single_row(self.l)
     }
     /// The cross caches come from the encoder's outputs (genai's Whisper), not from step 0.
     pub(crate) fn cross_from_encoder(&self) -> bool {
@@ -159,6 +156,23 @@ impl Spec<'_> {
     pub(crate) fn uses_float16(&self) -> bool {
         self.plan.self_past.iter().chain(&self.plan.cross_past).any(|c| c.dtype.to_string() == "float16")
             || self.states_dtype() == "float16"
+    }
+}
+
+/// Why loop `l` cannot run more than one beam, if it cannot.
+fn single_row(l: &Loop) -> Option<String> {
+    if l.plan.as_ref().is_some_and(|p| p.codebooks.is_some()) {
+        return Some("beam search over codebook rows is not written: --num-beams 1".into());
+    }
+    l.fixed_batch.map(|b| format!("the graph fixes the batch at {b}: beam search needs a row per beam"))
+}
+
+/// The beams the programs (and the reference they are tested against) run
+/// by default: the folder's `num_beams`, where the loop can run more than one.
+pub(crate) fn default_beams(l: &Loop) -> i64 {
+    match single_row(l) {
+        Some(_) => 1,
+        None => l.beams.0.filter(|&b| b > 1).unwrap_or(1),
     }
 }
 
