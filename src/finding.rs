@@ -116,6 +116,13 @@ codes! {
     BatchPadding = "batch-padding": "A row of a left-padded batch departs from the same prompt run alone (or the model cannot place padded rows: no position_ids).",
     SlidingWindow = "sliding-window": "config.json asks for a sliding attention window the graph does not implement: a cached token outside the window still moves the logits.",
     OptimizationLevels = "optimization-levels": "`--deep`: the same steps with ONNX Runtime's graph optimizations disabled and at its default level give logits further apart than the model's numeric form explains (a fusion changes what the model computes).",
+    ConsumerFile = "consumer-file": "A file the folder's consumer opens is not there: a model genai_config.json names, the dtype variant transformers.js selects, external data under the name the consumer derives. The consumer fails at load.",
+    ConsumerLayout = "consumer-layout": "The folder's files are not those its consumer's model class opens (transformers.js 3+ opens onnx/model.onnx for a decoder-only model and a merged decoder for an encoder-decoder; optimum's use_cache needs a file with past inputs).",
+    ConsumerName = "consumer-name": "A tensor name or name template the consumer's config gives (genai_config.json's inputs, outputs, past_key_names) is not the graph's, or the graph takes an input the consumer never feeds.",
+    ConsumerSize = "consumer-size": "A size the consumer allocates or validates with (genai's vocab_size, head_size) contradicts the graph.",
+    ConsumerToken = "consumer-token": "A token id the consumer range-checks or starts from lies outside the vocabulary, or is missing (genai's end tokens; an encoder-decoder with no decoder start token).",
+    ConsumerLength = "consumer-length": "The consumer's context or maximum length is past what the graph can hold (the rows of its rotary tables): generation fails once a sequence gets that long.",
+    ConsumerConfig = "consumer-config": "A consumer config field the consumer does not accept (an unknown genai model type, a malformed transformers.js_config).",
 }
 
 impl Serialize for Code {

@@ -27,6 +27,7 @@ pub mod caller;
 mod checker;
 #[cfg(feature = "runtime")]
 mod checks;
+pub mod consumer;
 pub mod contract;
 pub mod diagnose;
 pub mod edit;

@@ -19,6 +19,7 @@ const FLOORS: &[&[&str]] = &[
     &["contract"],
     &["plan"],
     &["folder"],
+    &["consumer"],
     &["engine"],
     &["diagnose"],
     &["edit"],

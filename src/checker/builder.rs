@@ -27,6 +27,7 @@ impl Default for Checker {
             family: None,
             deep: false,
             repro: None,
+            consumer: crate::consumer::Choice::Infer,
         }
     }
 }
@@ -140,6 +141,12 @@ impl Checker {
     /// `model_type` chooses.
     pub fn family(mut self, name: impl Into<String>) -> Self {
         self.family = Some(name.into());
+        self
+    }
+    /// Folder mode: whose loading rules the folder is checked against
+    /// (default: the consumers it is laid out for).
+    pub fn consumer(mut self, choice: crate::consumer::Choice) -> Self {
+        self.consumer = choice;
         self
     }
     /// Where the runtime steps run.

@@ -189,7 +189,7 @@ fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileRepo
                     format!("{why}: the rotary embedding is not audited"),
                 ));
             }
-            let mut setup = Setup { builtin_contract: folder.genai_for(e).is_none(), ..setup };
+            let mut setup = Setup { builtin_contract: folder.genai_for(e).is_none(), from_folder: true, ..setup };
             // The rotary width comes from the config's sizes: with sizes the graph contradicts, no audit.
             if setup.rope.is_some()
                 && pre.iter().any(|f| f.code == Code::ConfigMismatch && f.severity == Severity::Error)
@@ -331,8 +331,15 @@ pub(super) fn run_folder(checker: &Checker, dir: &Path) -> Result<FolderReport, 
         let severity = if o.breaks { Severity::Error } else { Severity::Warning };
         findings.push(Finding::new(Code::OddFile, severity, format!("{} is {}", o.rel, o.problem)).tensor(&o.rel));
     }
+    // The consumers' loading rules: what their own loaders refuse.
+    let view = crate::consumer::View::read(dir, &folder);
+    let consumers = crate::consumer::targets(&view, &checker.consumer);
+    findings.extend(crate::consumer::check(&view, &consumers));
     let model_type = folder.config.as_ref().and_then(|c| c.model_type.clone());
-    Ok(FolderReport::new(&dir.display().to_string(), model_type, folder.family, folder.sizes.clone(), findings, files))
+    let mut report =
+        FolderReport::new(&dir.display().to_string(), model_type, folder.family, folder.sizes.clone(), findings, files);
+    report.consumers = consumers;
+    Ok(report)
 }
 
 /// One file without a contract: its folder's family contract for its role,

@@ -59,6 +59,10 @@ struct Setup {
     /// user's, nor genai_config.json's): its names are conventions, and a
     /// deviation the run shows harmless is a warning.
     builtin_contract: bool,
+    /// The contract comes from the folder (a family's conventions or the
+    /// consumer's config), not from the user: what the run measured settles
+    /// its suspicions.
+    from_folder: bool,
     /// The embedding model computing `inputs_embeds` from token ids.
     embed_tokens: Option<PathBuf>,
     /// What the folder's configs tell the protocol inference (genai's shared buffers).
@@ -95,6 +99,8 @@ pub struct Checker {
     deep: bool,
     /// `--repro DIR`: (folder, command line) for minimal reproductions.
     repro: Option<(PathBuf, String)>,
+    /// Folder mode: whose loading rules apply.
+    consumer: crate::consumer::Choice,
 }
 
 /// Steps per run under [`Checker::deep`].
@@ -207,6 +213,7 @@ impl Checker {
             let static_end = findings.len();
             let static_failed = any_error(&findings);
             runtimes = self.run_runtimes(model, sig, &inferred, contract, setup, &mut findings)?;
+            settle::measured_suspicions(&mut findings, static_end, &runtimes, setup.from_folder);
             if static_failed {
                 let how = settle::Settle::of(&inferred, contract, setup.builtin_contract);
                 settle::settle(&mut findings, static_end, &runtimes, how);

@@ -199,6 +199,10 @@ pub struct FolderReport {
     pub model_type: Option<String>,
     /// The family contract the files were judged against (adapted per role).
     pub family_contract: String,
+    /// The consumers the folder was checked for (told from its layout, or
+    /// `--consumer`), whose loading rules gave some of `findings`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consumers: Vec<crate::consumer::Target>,
     /// Every size used, with where it came from (config.json key or the model).
     pub sizes: BTreeMap<String, Size>,
     /// Findings about the folder as a whole (files that disagree).
@@ -249,6 +253,7 @@ impl FolderReport {
             path: path.to_string(),
             model_type,
             family_contract: family_contract.to_string(),
+            consumers: Vec::new(),
             sizes,
             findings,
             files,

@@ -129,6 +129,33 @@ pub(crate) fn settle(findings: &mut Vec<Finding>, static_end: usize, runtimes: &
     }
 }
 
+/// Static suspicions the run measured: a symbolic axis where the folder's
+/// contract (a family's conventions, a consumer's config) wants a fixed
+/// size, when the run fed that size there and passed, is no deviation; "no
+/// position_ids" is a suspicion about left-padded rows, and the batch run
+/// measured them. Each becomes information carrying what was measured; a
+/// user's own contract keeps its warnings (it may want fixed shapes).
+pub(crate) fn measured_suspicions(findings: &mut [Finding], static_end: usize, runtimes: &[RuntimeReport], folder: bool) {
+    let ran = runtimes.iter().any(|r| r.crash.is_none() && r.steps.iter().any(|s| s.ok));
+    let run_failed = findings[static_end..].iter().any(|f| f.severity == Severity::Error);
+    let batch = runtimes.iter().flat_map(|r| &r.batch).map(|b| b.2).fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.max(d))));
+    let departed = findings[static_end..].iter().any(|f| f.code == Code::BatchPadding);
+    for f in findings[..static_end].iter_mut().filter(|f| f.severity == Severity::Warning) {
+        if f.code == Code::DimDynamic && folder && ran && !run_failed {
+            f.severity = Severity::Info;
+            f.cause = Some("the run fed the contract's size on this symbolic axis and passed every runtime check: the axis takes it".into());
+        } else if f.code == Code::BatchPadding && f.message.starts_with("no position_ids input") {
+            let Some(max) = batch else { continue };
+            f.severity = Severity::Info;
+            f.cause = Some(if departed {
+                format!("measured: the padded batch departs from the rows run alone (max |Δ| {max:.1e}), named by the batch-padding finding below")
+            } else {
+                format!("measured: the padded rows agree with the same prompts run alone (max |Δ| {max:.1e}): the graph places them")
+            });
+        }
+    }
+}
+
 /// An input that reaches no node is the cause of the departures it can
 /// explain (a padded row, a chunk, a cached step): the graph's own fact
 /// replaces the run's general reading.

@@ -49,8 +49,10 @@ pub(crate) fn audit(ctx: &mut Ctx<'_>, rope: &Rope, emit: &mut dyn FnMut(Event))
 fn lengths(rope: &Rope) -> Vec<i64> {
     match rope.switch() {
         Some(omp) if omp <= MAX_POSITIONS => vec![omp.max(2), omp + 1],
-        Some(_) => vec![64],
-        None => vec![rope.max_positions.map_or(64, |m| m.clamp(3, 64))],
+        Some(_) => vec![63],
+        // Odd, so that the position axis cannot be taken for a head dim or a
+        // width (64 positions against head_dim 64 read the wrong axis).
+        None => vec![rope.max_positions.map_or(63, |m| (m.clamp(3, 64) - 1) | 1)],
     }
 }
 
@@ -199,11 +201,9 @@ fn measure(
     let out = run(&mut session, &kept)?;
     let a = out.floats.get(angles).ok_or("the angles were not computed")?;
     // [.., len, width]: the position axis is the one of length `len`, the last is the width.
-    let pos_axis = a
-        .shape()
+    let pos_axis = a.shape()[..a.ndim().saturating_sub(1)]
         .iter()
         .rposition(|&d| d as i64 == len)
-        .filter(|&ax| ax + 1 < a.ndim())
         .ok_or_else(|| format!("the angles {:?} have no axis of {len} positions", a.shape()))?;
     let mut row = a.view();
     // Down to [positions, width]: index 0 on every other axis, highest first.

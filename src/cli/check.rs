@@ -35,6 +35,11 @@ pub(crate) struct CheckArgs {
     /// hidden (seq2seq), vocab (`onnx-contract specs NAME` shows a contract's).
     #[arg(long = "param", value_name = "NAME=VALUE", value_parser = parse_param)]
     params: Vec<(String, i64)>,
+    /// Whose loading rules a folder is checked against: genai,
+    /// transformers.js (or transformers.js@2 for the older layout), optimum,
+    /// none, or auto (the consumers the folder is laid out for).
+    #[arg(long, value_name = "CONSUMER", default_value = "auto")]
+    consumer: onnx_contract::consumer::Choice,
     /// Only the static signature check (no ONNX Runtime).
     #[arg(long)]
     static_only: bool,
@@ -166,6 +171,7 @@ pub(crate) fn run(mut args: CheckArgs, format: Format) -> Result<i32, Fail> {
     if let (Some(name), true) = (builtin_name, is_dir) {
         checker = checker.family(name);
     }
+    checker = checker.consumer(args.consumer.clone());
     if let Some(v) = args.target_ort {
         checker = checker.target_ort(v);
     }
@@ -248,6 +254,7 @@ fn many(args: CheckArgs, format: Format) -> Result<i32, Fail> {
     if let Some(name) = args.contract.as_deref() {
         checker = checker.family(name);
     }
+    checker = checker.consumer(args.consumer.clone());
     if let Some(v) = args.target_ort {
         checker = checker.target_ort(v);
     }

@@ -117,6 +117,7 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
     let input_readers = direct_readers(graph, &inputs, &counts.subgraph_readers);
     let if_branches = if_branches(graph, &inputs);
     let token_rows = token_rows(graph, &inputs);
+    let rotary_rows = rotary_rows(graph);
     let mut weight_elements = std::collections::BTreeMap::new();
     for t in &graph.initializer {
         let n: u64 = t.dims.iter().map(|&d| d.max(0) as u64).product();
@@ -150,7 +151,34 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
         input_readers,
         if_branches,
         token_rows,
+        rotary_rows,
     })
+}
+
+/// The fewest rows of a precomputed cos table any attention or rotary node
+/// reads (GroupQueryAttention's input 7; com.microsoft RotaryEmbedding's
+/// input 2; ONNX RotaryEmbedding's input 1), when the table is an initializer.
+fn rotary_rows(graph: &pb::GraphProto) -> Option<(String, i64)> {
+    let rows: HashMap<&str, i64> = graph
+        .initializer
+        .iter()
+        .filter(|t| t.dims.len() == 2)
+        .filter_map(|t| Some((t.name.as_deref()?, t.dims[0])))
+        .collect();
+    graph
+        .node
+        .iter()
+        .filter_map(|n| {
+            let at = match (n.op_type.as_deref()?, n.domain.as_deref().unwrap_or_default()) {
+                ("GroupQueryAttention", _) => 7,
+                ("RotaryEmbedding", "com.microsoft") => 2,
+                ("RotaryEmbedding", "" | "ai.onnx") => 1,
+                _ => return None,
+            };
+            let table = n.input.get(at)?;
+            Some((table.clone(), *rows.get(table.as_str())?))
+        })
+        .min_by_key(|(_, r)| *r)
 }
 
 /// For each graph input that indexes an embedding table (a main-graph

@@ -366,6 +366,11 @@ pub struct Signature {
     /// For each graph input that indexes an embedding table: the table's
     /// initializer and its rows (the token ids it can take).
     pub token_rows: std::collections::BTreeMap<String, (String, i64)>,
+    /// Rows of the precomputed rotary tables (`cos_cache` read by
+    /// GroupQueryAttention or RotaryEmbedding), the fewest over the graph's
+    /// attention nodes, with the table's name: the longest sequence the
+    /// graph can rotate.
+    pub rotary_rows: Option<(String, i64)>,
 }
 
 /// What the two branches of an `If` on a graph input read.

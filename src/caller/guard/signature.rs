@@ -112,7 +112,7 @@ pub(super) fn signature_rules(sig: &Signature, feeds: &Tensors, spans_past: Opti
         // Encoder-side tensors with fewer rows than the decoder's, a whole multiple:
         // a beam search (or several samples per source) that did not expand them.
         let encoder_side = |n: &str| n.starts_with("encoder_") && !n.contains("past");
-        let beams = (size > 0 && v > size && v % size == 0 && encoder_side(&first)).then_some(v / size);
+        let beams = (size > 0 && v > size && v % size == 0 && encoder_side(&first)).then(|| v / size);
         let f = match beams {
             Some(k) => Finding::error(
                 Code::CallerBeams,

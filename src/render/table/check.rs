@@ -122,9 +122,10 @@ pub fn findings_table(findings: &[Finding]) -> String {
     format!("{t}\n")
 }
 
-/// `models/x: FAIL (1 file of 3 failing; model_type marian, contract marian-decoder-merged)`
+/// `models/x: FAIL (1 file of 3 failing; model_type marian, contract marian-decoder-merged)`,
+/// then the consumers whose loading rules were checked.
 pub(super) fn folder_headline(r: &FolderReport, failing: usize) -> String {
-    format!(
+    let mut out = format!(
         "{}: {} ({} of {} failing; model_type {}, contract {})",
         r.path,
         paint(&r.verdict.as_str().to_uppercase()),
@@ -132,7 +133,12 @@ pub(super) fn folder_headline(r: &FolderReport, failing: usize) -> String {
         r.files.len(),
         r.model_type.as_deref().unwrap_or("unknown"),
         r.family_contract,
-    )
+    );
+    if !r.consumers.is_empty() {
+        let each: Vec<String> = r.consumers.iter().map(|c| c.describe()).collect();
+        let _ = write!(out, "\nconsumer: {}", each.join("; "));
+    }
+    out
 }
 
 /// `━━ onnx/model_q4.onnx (decoder-only, q4) — how it was driven`: where one file's section starts.
