@@ -14,19 +14,53 @@ use crate::model::signature::ElemType;
 use crate::plan::Plan;
 use ndarray::{ArrayD, IxDyn};
 
-/// One left-padded batch: each row's real tokens, padded to the longest.
+/// One padded batch: each row's real tokens, padded to the longest.
 pub(crate) struct Padded {
     /// Real tokens per row (prompt at step 0, one token per later step).
     pub(crate) rows: Vec<Vec<i64>>,
-    /// Left padding of each row.
+    /// Padding of each row's prompt.
     pub(crate) pads: Vec<usize>,
+    /// The padding follows the prompt (onnxruntime-genai's batches, which
+    /// GroupQueryAttention's `seqlens_k = sum(mask) - 1` needs: each row's
+    /// tokens first), instead of preceding it (Hugging Face's generate).
+    pub(crate) right: bool,
 }
 
 impl Padded {
     pub(crate) fn new(prompts: Vec<Vec<i64>>) -> Padded {
+        Padded::on_side(prompts, false)
+    }
+
+    pub(crate) fn on_side(prompts: Vec<Vec<i64>>, right: bool) -> Padded {
         let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
         let pads = prompts.iter().map(|p| longest - p.len()).collect();
-        Padded { rows: prompts, pads }
+        Padded { rows: prompts, pads, right }
+    }
+
+    /// Whether position `i` of row `r`'s whole sequence is a real token.
+    fn real(&self, r: usize, i: usize) -> bool {
+        let pad = self.pads[r];
+        let longest = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        if self.right {
+            // onnxruntime-genai appends one mask column per step: the pads stay in the middle.
+            i < longest - pad || i >= longest
+        } else {
+            i >= pad
+        }
+    }
+
+    /// Row `r`'s logits at its last real token of a prompt call (`[1, 1, vocab]`):
+    /// right-padded rows end before the batch's last position.
+    fn last_real(&self, logits: &ArrayD<f32>) -> ArrayD<f32> {
+        let longest = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let rows: Vec<ArrayD<f32>> = (0..logits.shape()[0].min(self.rows.len()))
+            .map(|r| {
+                let at = (longest - self.pads[r]).saturating_sub(1).min(logits.shape()[1].saturating_sub(1));
+                logits.index_axis(ndarray::Axis(0), r).index_axis(ndarray::Axis(0), at).to_owned().insert_axis(ndarray::Axis(0)).insert_axis(ndarray::Axis(0))
+            })
+            .collect();
+        let views: Vec<_> = rows.iter().map(|a| a.view()).collect();
+        ndarray::concatenate(ndarray::Axis(0), &views).unwrap_or_else(|_| logits.clone())
     }
 }
 
@@ -44,17 +78,23 @@ pub(crate) fn padded_step(
     let n = new.iter().map(Vec::len).max().unwrap_or(0);
     let mut ids = Vec::with_capacity(b * n);
     for row in new {
-        ids.extend(std::iter::repeat_n(pad_token, n - row.len()));
-        ids.extend(row);
+        let pads = std::iter::repeat_n(pad_token, n - row.len());
+        if batch.right {
+            ids.extend(row);
+            ids.extend(pads);
+        } else {
+            ids.extend(pads);
+            ids.extend(row);
+        }
     }
     let total = past_len + n;
     let mut mask = Vec::with_capacity(b * total);
     let mut pos = Vec::with_capacity(b * n);
     for r in 0..new.len() {
-        // Row r: its padding is the first `pad` positions of the whole sequence
-        // (at step 0 the row is shorter by exactly that; later rows are equal).
-        let pad = batch.pads[r];
-        let row_mask: Vec<i64> = (0..total).map(|i| i64::from(i >= pad)).collect();
+        // Row r: its padding is `pad` positions of the whole sequence, before
+        // or after its prompt (at step 0 the row is shorter by exactly that;
+        // later rows are equal).
+        let row_mask: Vec<i64> = (0..total).map(|i| i64::from(batch.real(r, i))).collect();
         let mut seen = 0i64;
         let cums: Vec<i64> = row_mask
             .iter()
@@ -160,7 +200,8 @@ pub(crate) fn run_calls_fed(
         let feeds = ctx.embedded(feeds)?;
         let o = run(&mut ctx.session, &feeds)?;
         last = feeds;
-        out.push(o.floats.get(&plan.logits).cloned().ok_or("no logits")?);
+        let logits = o.floats.get(&plan.logits).cloned().ok_or("no logits")?;
+        out.push(if batch.right && past_len == 0 { batch.last_real(&logits) } else { logits });
         for (c, slot) in plan.self_past.iter().zip(pasts.iter_mut()) {
             // Fed back as the present's own element type, as a caller does.
             slot.1 = c.present_dtype.unwrap_or(c.dtype);
@@ -180,8 +221,12 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
     let short: Vec<i64> = (0..2).map(|_| ctx.rng.below(plan.vocab)).collect();
     let forced: Vec<i64> = (0..3).map(|_| ctx.rng.below(plan.vocab)).collect();
     // Logits per step, for a batch of `prompts` teacher-forced on `forced`.
+    // GroupQueryAttention reads each row's length off its mask (seqlens_k):
+    // rows are padded after their tokens, as onnxruntime-genai batches them.
+    let right = job.options.gqa;
+    let side = if right { "right" } else { "left" };
     let mut run_batch = |prompts: Vec<Vec<i64>>| -> Result<Vec<ArrayD<f32>>, String> {
-        let batch = Padded::new(prompts);
+        let batch = Padded::on_side(prompts, right);
         let b = batch.rows.len();
         let mut calls = vec![batch.rows.clone()];
         // Without a cache there is nothing to continue: the prompt call is the whole check.
@@ -194,6 +239,7 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
     let runs = [run_batch(vec![long.clone()]), run_batch(vec![short.clone()]), run_batch(vec![long, short])];
     let [alone0, alone1, both] = match all_three(runs) {
         Ok(r) => r,
+        Err(e) if right => return emit(gqa_refuses(&e)),
         Err(e) => return emit(not_run("a left-padded batch of 2", &e)),
     };
     let bound = bound(plan);
@@ -203,21 +249,17 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
     if let Some(&(_, step, abs, rel, _)) = rows.iter().find(|g| g.0 == 1 && bound.exceeded(g.2, g.3)) {
         let mut i = crate::engine::events::StepIssue::error(
             crate::finding::Code::BatchPadding,
-            format!("row 1 of a batch of 2 (left-padded by 2) departs from the same prompt run alone at step {step}: max |Δ| {abs:.3e} (relative {rel:.2e}) > tolerance {}", bound.describe()),
+            format!("row 1 of a batch of 2 ({side}-padded by 2) departs from the same prompt run alone at step {step}: max |Δ| {abs:.3e} (relative {rel:.2e}) > tolerance {}", bound.describe()),
             Some(&plan.logits),
         );
-        if ctx.job.options.gqa {
-            // Measured, not failed: onnxruntime-genai schedules its own batches.
-            i.severity = crate::finding::Severity::Warning;
-        }
         i.cause = Some(match &plan.position_ids {
-            None if ctx.job.options.gqa => "GroupQueryAttention derives positions and lengths from the attention mask (seqlens_k); left-padded rows fed the Hugging Face way are not what it expects: batch through onnxruntime-genai's own scheduler".into(),
+            None if right => "fed as onnxruntime-genai batches it (each row's tokens first, mask zeros over the trailing pads, GroupQueryAttention's seqlens_k from the mask), the padded row still departs: the graph does not honour the mask's row lengths".into(),
             None => "the model takes no position_ids: it derives positions from the past length, so every left-padded row is shifted by its padding".into(),
             Some(p) => format!("`{p}` = cumsum(mask) - 1 was fed, yet the padded row differs: the mask or the positions are not honoured inside the graph"),
         });
         // NaN/Inf in the padded row: the node that made it, as for a step.
         if !abs.is_finite() && step == 0 {
-            if let Some(n) = non_finite_at_prompt(ctx, prompts) {
+            if let Some(n) = non_finite_at_prompt(ctx, prompts, right) {
                 i.node = Some(n.display);
                 i.cause = Some(n.cause);
             }
@@ -225,6 +267,23 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
         issues.push(i);
     }
     emit(Event::Batch { rows, issues });
+}
+
+/// A GroupQueryAttention graph that refuses a padded batch as
+/// onnxruntime-genai feeds it (with `sliding_window_cache`, its windowed
+/// layers need every row full): a limit genai's own batches meet too, so a
+/// warning carrying ONNX Runtime's words, not a defect of the folder.
+fn gqa_refuses(e: &str) -> Event {
+    let mut i = crate::engine::events::StepIssue::error(
+        crate::finding::Code::BatchPadding,
+        format!("a right-padded batch of 2, as onnxruntime-genai feeds it, could not run: {}", first_line(e)),
+        None,
+    );
+    if e.contains("too small for sequence_length") {
+        i.severity = crate::finding::Severity::Warning;
+        i.cause = Some("GroupQueryAttention with a windowed cache (sliding_window_cache) takes no padded rows: onnxruntime-genai's own batch of prompts of different lengths fails the same way; generate one prompt at a time, or batch prompts of one length".into());
+    }
+    Event::Batch { rows: Vec::new(), issues: vec![i] }
 }
 
 /// Every self past empty, `rows` rows: what a batch's first call is fed.
@@ -239,10 +298,11 @@ fn empty_pasts(plan: &Plan, rows: usize) -> Vec<(String, ElemType, ArrayD<f32>)>
 fn non_finite_at_prompt(
     ctx: &mut Ctx<'_>,
     prompts: Vec<Vec<i64>>,
+    right: bool,
 ) -> Option<crate::diagnose::non_finite::NonFiniteNode> {
     let job = ctx.job;
     let plan = &job.plan;
-    let batch = Padded::new(prompts);
+    let batch = Padded::on_side(prompts, right);
     let pasts = empty_pasts(plan, batch.rows.len());
     let feeds = ctx.embedded(padded_step(plan, &batch, &batch.rows, 0, &pasts, 0)).ok()?;
     crate::diagnose::non_finite::first_non_finite(ctx.env, &job.model, &feeds, &job.options)
