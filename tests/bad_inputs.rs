@@ -332,3 +332,20 @@ fn a_path_that_does_not_exist_is_named_itself() {
         );
     }
 }
+
+/// A call feeding one tensor with 0 rows beside others with 1 (the trace
+/// fuzz target's find, issue 42): judged as the caller's mistake, never a
+/// panic (the feed guard divided by the 0 rows it had just tested for).
+#[test]
+fn a_call_with_zero_rows_beside_one_is_the_caller_s_signature_not_a_panic() {
+    for extra in [&["--static-only"][..], &[][..]] {
+        let mut args = vec!["replay", "tests/bad/traces/zero-rows.jsonl", "--model", "models/marian-tiny"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = run_bounded(&args);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(
+            out.contains("verdict: caller: call 1: `batch_size` is 0 in `encoder_attention_mask` and 1 in input_ids"),
+            "{out}"
+        );
+    }
+}

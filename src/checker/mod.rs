@@ -197,7 +197,9 @@ impl Checker {
         let decoder_only = sig.input("encoder_hidden_states").is_none()
             && sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name))
             && !sig.inputs.iter().any(|p| p.name.contains(".encoder."));
-        if decoder_only && sig.input("attention_mask").is_some() && sig.input("position_ids").is_none() {
+        // GroupQueryAttention places each row by its mask (seqlens_k), not by the past length.
+        let by_mask = sig.op_types.contains("GroupQueryAttention");
+        if decoder_only && !by_mask && sig.input("attention_mask").is_some() && sig.input("position_ids").is_none() {
             findings.push(Finding::warning(
                 Code::BatchPadding,
                 "no position_ids input: the graph derives positions from the past length, so rows of a left-padded batch get shifted positions (right at batch 1)",

@@ -135,10 +135,19 @@ pub(crate) fn settle(findings: &mut Vec<Finding>, static_end: usize, runtimes: &
 /// position_ids" is a suspicion about left-padded rows, and the batch run
 /// measured them. Each becomes information carrying what was measured; a
 /// user's own contract keeps its warnings (it may want fixed shapes).
-pub(crate) fn measured_suspicions(findings: &mut [Finding], static_end: usize, runtimes: &[RuntimeReport], folder: bool) {
+pub(crate) fn measured_suspicions(
+    findings: &mut [Finding],
+    static_end: usize,
+    runtimes: &[RuntimeReport],
+    folder: bool,
+) {
     let ran = runtimes.iter().any(|r| r.crash.is_none() && r.steps.iter().any(|s| s.ok));
     let run_failed = findings[static_end..].iter().any(|f| f.severity == Severity::Error);
-    let batch = runtimes.iter().flat_map(|r| &r.batch).map(|b| b.2).fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.max(d))));
+    let batch = runtimes
+        .iter()
+        .flat_map(|r| &r.batch)
+        .map(|b| b.2)
+        .fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.max(d))));
     let departed = findings[static_end..].iter().any(|f| f.code == Code::BatchPadding);
     for f in findings[..static_end].iter_mut().filter(|f| f.severity == Severity::Warning) {
         if f.code == Code::DimDynamic && folder && ran && !run_failed {

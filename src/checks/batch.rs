@@ -56,7 +56,12 @@ impl Padded {
         let rows: Vec<ArrayD<f32>> = (0..logits.shape()[0].min(self.rows.len()))
             .map(|r| {
                 let at = (longest - self.pads[r]).saturating_sub(1).min(logits.shape()[1].saturating_sub(1));
-                logits.index_axis(ndarray::Axis(0), r).index_axis(ndarray::Axis(0), at).to_owned().insert_axis(ndarray::Axis(0)).insert_axis(ndarray::Axis(0))
+                logits
+                    .index_axis(ndarray::Axis(0), r)
+                    .index_axis(ndarray::Axis(0), at)
+                    .to_owned()
+                    .insert_axis(ndarray::Axis(0))
+                    .insert_axis(ndarray::Axis(0))
             })
             .collect();
         let views: Vec<_> = rows.iter().map(|a| a.view()).collect();
@@ -252,7 +257,16 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
             format!("row 1 of a batch of 2 ({side}-padded by 2) departs from the same prompt run alone at step {step}: max |Δ| {abs:.3e} (relative {rel:.2e}) > tolerance {}", bound.describe()),
             Some(&plan.logits),
         );
+        // Fixed-size states (a convolution's last tokens) take a right-padded
+        // row's trailing pads in: onnxruntime-genai's own batch of an LFM2
+        // folder departs the same way (its row 1 differs from the row alone
+        // from the second token on), so this is the consumer's limit, measured.
+        let states = plan.self_past.iter().any(|c| c.fixed && !c.buffer);
+        if right && states {
+            i.severity = crate::finding::Severity::Warning;
+        }
         i.cause = Some(match &plan.position_ids {
+            None if right && states => "the fixed-size states (a convolution's last tokens) take the right-padded row's trailing pads in, as onnxruntime-genai's own batches do: its batch of prompts of different lengths departs the same way; generate one prompt at a time, or batch prompts of one length".into(),
             None if right => "fed as onnxruntime-genai batches it (each row's tokens first, mask zeros over the trailing pads, GroupQueryAttention's seqlens_k from the mask), the padded row still departs: the graph does not honour the mask's row lengths".into(),
             None => "the model takes no position_ids: it derives positions from the past length, so every left-padded row is shifted by its padding".into(),
             Some(p) => format!("`{p}` = cumsum(mask) - 1 was fed, yet the padded row differs: the mask or the positions are not honoured inside the graph"),

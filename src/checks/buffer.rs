@@ -31,6 +31,12 @@ fn slots(s: &[usize]) -> String {
 pub(crate) fn writes(plan: &Plan, feeds: &[Feed], out: &Outputs, past: usize, n: usize) -> Vec<StepIssue> {
     let mut issues = Vec::new();
     let axis = plan.seq_axis;
+    // onnxruntime-genai binds each shared buffer as both past and present:
+    // the slots past the tokens so far are never the graph's to write, and
+    // returned out of place (as here) they hold whatever the kernel left
+    // (GroupQueryAttention with a windowed cache leaves them unset). Only a
+    // static cache, which copies its past through, must keep them.
+    let shared = plan.buffer.as_ref().is_some_and(|b| b.form == crate::plan::roles::CacheForm::SharedBuffer);
     for c in plan.self_past.iter().filter(|c| c.buffer) {
         let fed = feeds.iter().find(|f| f.name == c.past).and_then(|f| match &f.values {
             Values::Float(a) => Some(a),
@@ -42,7 +48,8 @@ pub(crate) fn writes(plan: &Plan, feeds: &[Feed], out: &Outputs, past: usize, n:
             continue;
         }
         let moved = changed(fed, present, axis);
-        let outside: Vec<usize> = moved.iter().copied().filter(|s| !(past..past + n).contains(s)).collect();
+        let outside: Vec<usize> =
+            moved.iter().copied().filter(|s| !((past..past + n).contains(s) || shared && *s >= past + n)).collect();
         let unwritten: Vec<usize> = (past..past + n).filter(|s| !moved.contains(s)).collect();
         // A slot fed zeros and left zero was not written (a token's keys are never all zero).
         let zero =

@@ -14,14 +14,60 @@ use serde_json::Value;
 /// in config.json: …".
 pub const KNOWN_TYPES: &[&str] = &[
     // decoder-only LLMs
-    "chatglm", "decoder", "ernie4_5", "gemma", "gemma2", "gemma3_text", "gemma3_vl_text", "gemma4_text", "gpt2",
-    "gptoss", "granite", "granitemoehybrid", "hunyuandensev1", "internlm2", "lfm2", "lfm2_moe", "lfm2_vl_text",
-    "lfm2_audio_text", "llama", "mistral", "mistral3_text", "nemotron", "olmo", "phi", "phimoe", "phi3", "phi3small",
-    "qwen2", "qwen2_5_vl_text", "qwen3", "qwen3_vl_text", "qwen3_5_moe_text", "qwen3_5_text", "smollm3",
+    "chatglm",
+    "decoder",
+    "ernie4_5",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "gemma3_vl_text",
+    "gemma4_text",
+    "gpt2",
+    "gptoss",
+    "granite",
+    "granitemoehybrid",
+    "hunyuandensev1",
+    "internlm2",
+    "lfm2",
+    "lfm2_moe",
+    "lfm2_vl_text",
+    "lfm2_audio_text",
+    "llama",
+    "mistral",
+    "mistral3_text",
+    "nemotron",
+    "olmo",
+    "phi",
+    "phimoe",
+    "phi3",
+    "phi3small",
+    "qwen2",
+    "qwen2_5_vl_text",
+    "qwen3",
+    "qwen3_vl_text",
+    "qwen3_5_moe_text",
+    "qwen3_5_text",
+    "smollm3",
     // vision-language, multi-modal, speech, pipelines
-    "fara", "gemma3", "mistral3", "phi3v", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe", "videochat_flash_qwen",
-    "lfm2_vl", "lfm2_audio", "gemma4", "gemma4_unified", "phi4mm", "whisper", "nemotron_speech", "parakeet_tdt",
-    "decoder-pipeline", "marian-ssru",
+    "fara",
+    "gemma3",
+    "mistral3",
+    "phi3v",
+    "qwen2_5_vl",
+    "qwen3_vl",
+    "qwen3_5",
+    "qwen3_5_moe",
+    "videochat_flash_qwen",
+    "lfm2_vl",
+    "lfm2_audio",
+    "gemma4",
+    "gemma4_unified",
+    "phi4mm",
+    "whisper",
+    "nemotron_speech",
+    "parakeet_tdt",
+    "decoder-pipeline",
+    "marian-ssru",
 ];
 
 /// Keys genai's strict parser refuses where people put them (`src/config.cpp`:
@@ -39,30 +85,95 @@ const UNKNOWN_KEYS: &[(&str, &str)] = &[
 /// `DecoderInputs_Element`, `DecoderOutputs_Element`, `SlidingWindow_Element`,
 /// `Search_Element`, plus the keys 0.18 added); any other fails at `og.Model`.
 const SECTION_KEYS: &[(&str, &[&str])] = &[
-    ("model.decoder.inputs", &[
-        "input_ids", "inputs_embeds", "attention_mask", "position_ids", "past_key_names", "past_value_names",
-        "past_names", "cross_past_key_names", "cross_past_value_names", "past_sequence_length",
-        "current_sequence_length", "total_sequence_length", "past_key_values_length", "cache_indirection",
-        "encoder_hidden_states", "encoder_attention_mask", "rnn_states_prev", "cumulative_sequence_lengths",
-        "past_sequence_lengths", "block_table", "block_table_windowed", "attention_metadata", "past_conv_names",
-        "hidden_states", "targets", "lstm_hidden_state", "lstm_cell_state", "per_layer_inputs", "targets_length",
-        "past_key_scale_names", "past_value_scale_names", "past_recurrent_names", "state_update_capture_count",
-        "state_update_active", "logits_indices",
-    ]),
-    ("model.decoder.outputs", &[
-        "logits", "present_key_names", "present_value_names", "present_names", "output_cross_qk_names", "rnn_states",
-        "present_conv_names", "hidden_states", "outputs", "lstm_hidden_state", "lstm_cell_state", "outputs_length",
-        "present_key_scale_names", "present_value_scale_names", "present_recurrent_names",
-        "state_update_conv_value_names", "state_update_recurrent_capsule_names",
-    ]),
-    ("model.decoder.sliding_window", &[
-        "window_size", "pad_value", "alignment", "slide_key_value_cache", "slide_inputs", "cache_slack", "layers",
-    ]),
-    ("search", &[
-        "min_length", "max_length", "batch_size", "num_beams", "num_return_sequences", "top_k", "no_repeat_ngram_size",
-        "random_seed", "top_p", "temperature", "repetition_penalty", "length_penalty", "diversity_penalty",
-        "blank_penalty", "chunk_size", "do_sample", "past_present_share_buffer", "early_stopping",
-    ]),
+    (
+        "model.decoder.inputs",
+        &[
+            "input_ids",
+            "inputs_embeds",
+            "attention_mask",
+            "position_ids",
+            "past_key_names",
+            "past_value_names",
+            "past_names",
+            "cross_past_key_names",
+            "cross_past_value_names",
+            "past_sequence_length",
+            "current_sequence_length",
+            "total_sequence_length",
+            "past_key_values_length",
+            "cache_indirection",
+            "encoder_hidden_states",
+            "encoder_attention_mask",
+            "rnn_states_prev",
+            "cumulative_sequence_lengths",
+            "past_sequence_lengths",
+            "block_table",
+            "block_table_windowed",
+            "attention_metadata",
+            "past_conv_names",
+            "hidden_states",
+            "targets",
+            "lstm_hidden_state",
+            "lstm_cell_state",
+            "per_layer_inputs",
+            "targets_length",
+            "past_key_scale_names",
+            "past_value_scale_names",
+            "past_recurrent_names",
+            "state_update_capture_count",
+            "state_update_active",
+            "logits_indices",
+        ],
+    ),
+    (
+        "model.decoder.outputs",
+        &[
+            "logits",
+            "present_key_names",
+            "present_value_names",
+            "present_names",
+            "output_cross_qk_names",
+            "rnn_states",
+            "present_conv_names",
+            "hidden_states",
+            "outputs",
+            "lstm_hidden_state",
+            "lstm_cell_state",
+            "outputs_length",
+            "present_key_scale_names",
+            "present_value_scale_names",
+            "present_recurrent_names",
+            "state_update_conv_value_names",
+            "state_update_recurrent_capsule_names",
+        ],
+    ),
+    (
+        "model.decoder.sliding_window",
+        &["window_size", "pad_value", "alignment", "slide_key_value_cache", "slide_inputs", "cache_slack", "layers"],
+    ),
+    (
+        "search",
+        &[
+            "min_length",
+            "max_length",
+            "batch_size",
+            "num_beams",
+            "num_return_sequences",
+            "top_k",
+            "no_repeat_ngram_size",
+            "random_seed",
+            "top_p",
+            "temperature",
+            "repetition_penalty",
+            "length_penalty",
+            "diversity_penalty",
+            "blank_penalty",
+            "chunk_size",
+            "do_sample",
+            "past_present_share_buffer",
+            "early_stopping",
+        ],
+    ),
 ];
 
 /// The `model.*` sections that name an ONNX file (`src/config.cpp`:
@@ -197,7 +308,9 @@ fn files(view: &View<'_>, g: &Value) -> Vec<Finding> {
         let fix = match onnx.as_slice() {
             [one] => format!("set it to `{one}`, the folder's ONNX file"),
             [] => "put the model beside genai_config.json".into(),
-            many => format!("set it to one of {}", many.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ")),
+            many => {
+                format!("set it to one of {}", many.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "))
+            }
         };
         out.push(Finding::error(Code::ConsumerFile, format!("genai_config.json: {key} {why}; {fix}")).tensor(key));
     }
@@ -237,7 +350,10 @@ fn search(g: &Value, vocab: Option<i64>) -> Vec<Finding> {
 }
 
 /// The indices `template` matches among `ports` (`past_key_values.%d.key`).
-fn layers_matching<'p>(ports: &'p [crate::model::signature::Port], template: &'p str) -> impl Iterator<Item = &'p str> + 'p {
+fn layers_matching<'p>(
+    ports: &'p [crate::model::signature::Port],
+    template: &'p str,
+) -> impl Iterator<Item = &'p str> + 'p {
     let (head, tail) = template.split_once("%d").unwrap_or((template, ""));
     ports.iter().filter_map(move |p| {
         let n = p.name.strip_prefix(head)?.strip_suffix(tail)?;
@@ -258,22 +374,42 @@ fn names(g: &Value, rel: &str, sig: &Signature) -> Vec<Finding> {
         at(g, &format!("model.decoder.{section}.{key}")).and_then(Value::as_str).unwrap_or(default).to_string()
     };
     let missing = |key: &str, n: &str, what: &str, says: String| {
-        Finding::error(Code::ConsumerName, format!("genai_config.json: {key} is `{n}`, which names no {what} of {rel}: {says}; write the graph's own name"))
-            .tensor(key)
+        Finding::error(
+            Code::ConsumerName,
+            format!(
+                "genai_config.json: {key} is `{n}`, which names no {what} of {rel}: {says}; write the graph's own name"
+            ),
+        )
+        .tensor(key)
     };
     let ids = name("inputs", "input_ids", "input_ids");
     if sig.input(&ids).is_none() && sig.input(&name("inputs", "inputs_embeds", "inputs_embeds")).is_none() {
-        out.push(missing("model.decoder.inputs.input_ids", &ids, "input", format!("og.Generator fails (\"Model input was not found: {ids}\")")));
+        out.push(missing(
+            "model.decoder.inputs.input_ids",
+            &ids,
+            "input",
+            format!("og.Generator fails (\"Model input was not found: {ids}\")"),
+        ));
     }
     let logits = name("outputs", "logits", "logits");
     if sig.output(&logits).is_none() {
-        out.push(missing("model.decoder.outputs.logits", &logits, "output", format!("og.Generator fails (\"Model output was not found: {logits}\")")));
+        out.push(missing(
+            "model.decoder.outputs.logits",
+            &logits,
+            "output",
+            format!("og.Generator fails (\"Model output was not found: {logits}\")"),
+        ));
     }
     let past_key = name("inputs", "past_key_names", "past_key_values.%d.key");
     let layers: Vec<&str> = layers_matching(&sig.inputs, &past_key).collect();
     let graph_has_past = sig.inputs.iter().any(|p| crate::model::names::is_past_name(&p.name));
     if layers.is_empty() && graph_has_past && at(g, "model.decoder.inputs.past_names").is_none() {
-        out.push(missing("model.decoder.inputs.past_key_names", &past_key, "input", "genai finds no cache by it, feeds no past, and the first step fails (\"Missing Input\")".into()));
+        out.push(missing(
+            "model.decoder.inputs.past_key_names",
+            &past_key,
+            "input",
+            "genai finds no cache by it, feeds no past, and the first step fails (\"Missing Input\")".into(),
+        ));
     }
     for (section, key, default, output) in [
         ("inputs", "past_value_names", "past_key_values.%d.value", false),
@@ -284,8 +420,17 @@ fn names(g: &Value, rel: &str, sig: &Signature) -> Vec<Finding> {
         let ports = if output { &sig.outputs } else { &sig.inputs };
         if let Some(l) = layers.iter().find(|l| !ports.iter().any(|p| p.name == t.replace("%d", l))) {
             let n = t.replace("%d", l);
-            let says = if output { format!("genai binds it for layer {l} and the first step fails (\"Invalid output name: {n}\")") } else { format!("genai feeds it for layer {l} and the first step fails (\"Invalid input name: {n}\")") };
-            out.push(missing(&format!("model.decoder.{section}.{key}"), &t, if output { "output" } else { "input" }, says));
+            let says = if output {
+                format!("genai binds it for layer {l} and the first step fails (\"Invalid output name: {n}\")")
+            } else {
+                format!("genai feeds it for layer {l} and the first step fails (\"Invalid input name: {n}\")")
+            };
+            out.push(missing(
+                &format!("model.decoder.{section}.{key}"),
+                &t,
+                if output { "output" } else { "input" },
+                says,
+            ));
         }
     }
     // What genai feeds a decoder: the named inputs, the default mask and
@@ -299,15 +444,19 @@ fn names(g: &Value, rel: &str, sig: &Signature) -> Vec<Finding> {
         .chain(["input_ids", "attention_mask", "position_ids"].map(String::from))
         .collect();
     // The sequence lengths are fed as a pair or not at all (`src/models/input_ids.cpp`).
-    let pair = ["past_sequence_length", "current_sequence_length"]
-        .map(|k| name("inputs", k, if k.starts_with("past") { "past_sequence_length" } else { "current_sequence_length" }));
+    let pair = ["past_sequence_length", "current_sequence_length"].map(|k| {
+        name("inputs", k, if k.starts_with("past") { "past_sequence_length" } else { "current_sequence_length" })
+    });
     let pair_fed = pair.iter().all(|n| sig.input(n).is_some());
     let fed = |n: &str| {
         (pair_fed && pair.iter().any(|p| p == n))
             || named.iter().any(|t| match t.split_once("%d") {
-            Some((h, tl)) => n.strip_prefix(h).and_then(|r| r.strip_suffix(tl)).is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())),
-            None => t == n,
-        })
+                Some((h, tl)) => n
+                    .strip_prefix(h)
+                    .and_then(|r| r.strip_suffix(tl))
+                    .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())),
+                None => t == n,
+            })
     };
     // A kernel must read it for ONNX Runtime to miss it.
     let read = |n: &str| sig.input_readers.get(n).is_none_or(|r| !r.is_empty());
@@ -324,7 +473,13 @@ fn names(g: &Value, rel: &str, sig: &Signature) -> Vec<Finding> {
 
 /// Input keys genai never feeds to a decoder-only model
 /// (`src/models/decoder_only.cpp`; used by Marian, Whisper and NPU builds only).
-const NEVER_FED: &[&str] = &["total_sequence_length", "past_key_values_length", "cache_indirection", "past_sequence_length", "current_sequence_length"];
+const NEVER_FED: &[&str] = &[
+    "total_sequence_length",
+    "past_key_values_length",
+    "cache_indirection",
+    "past_sequence_length",
+    "current_sequence_length",
+];
 
 /// The vocabulary genai sizes its logits buffer with, against the graph
 /// where it fixes it (`src/models/logits.cpp`: `[batch, tokens,

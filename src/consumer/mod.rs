@@ -63,7 +63,7 @@ impl Consumer {
             (Consumer::Genai, _) => "onnxruntime-genai 0.18".into(),
             (Consumer::TransformersJs, 2) => "transformers.js 2.x (@xenova/transformers)".into(),
             (Consumer::TransformersJs, _) => "transformers.js 3.x/4.x".into(),
-            (Consumer::Optimum, _) => "optimum 2.x (optimum-onnx)".into(),
+            (Consumer::Optimum, _) => "optimum 2.x ORTModel".into(),
         }
     }
 }
@@ -89,9 +89,14 @@ pub struct Target {
 }
 
 impl Target {
-    /// `transformers.js 3.x/4.x (onnx/model*.onnx)`: the report header's words.
+    /// `consumer`'s rules at `major`, told by `because`.
+    pub fn new(consumer: Consumer, major: u32, because: impl Into<String>) -> Target {
+        Target { consumer, major, because: because.into() }
+    }
+
+    /// `transformers.js 3.x/4.x, told by ONNX files in onnx/`: the report header's words.
     pub fn describe(&self) -> String {
-        format!("{} ({})", self.consumer.rules_from(self.major), self.because)
+        format!("{}, told by {}", self.consumer.rules_from(self.major), self.because)
     }
 }
 
@@ -140,11 +145,9 @@ impl std::str::FromStr for Choice {
 pub fn targets(view: &View<'_>, choice: &Choice) -> Vec<Target> {
     match choice {
         Choice::None => Vec::new(),
-        Choice::Some(c, v) => vec![Target {
-            consumer: *c,
-            major: v.unwrap_or_else(|| c.current_version()),
-            because: "--consumer".into(),
-        }],
+        Choice::Some(c, v) => {
+            vec![Target { consumer: *c, major: v.unwrap_or_else(|| c.current_version()), because: "--consumer".into() }]
+        }
         Choice::Infer => {
             let mut out = Vec::new();
             for c in Consumer::ALL {

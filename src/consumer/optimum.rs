@@ -9,8 +9,7 @@ use crate::finding::{Code, Finding};
 use crate::folder::Role;
 
 /// optimum's own file names (`optimum/onnxruntime/constants.py`).
-const NAMES: &[&str] =
-    &["model", "decoder_model", "decoder_with_past_model", "decoder_model_merged", "encoder_model"];
+const NAMES: &[&str] = &["model", "decoder_model", "decoder_with_past_model", "decoder_model_merged", "encoder_model"];
 
 /// The inputs optimum feeds a decoder (`base.py: ORTSessionMixin._prepare_onnx_inputs`
 /// raises "Input X is required by model but not provided." for any other);
@@ -33,8 +32,7 @@ pub fn laid_out_for(view: &View<'_>) -> Option<String> {
     let ours: Vec<&ModelFile<'_>> =
         view.models.iter().filter(|m| !m.rel.contains('/') && NAMES.contains(&m.base)).collect();
     let named = ours.iter().filter(|m| m.role.is_decoder()).all(|m| unfed(m).is_empty());
-    (!ours.is_empty() && named)
-        .then(|| format!("{} beside config.json", ours.iter().map(|m| m.rel).collect::<Vec<_>>().join(", ")))
+    (!ours.is_empty() && named).then(|| "its file and tensor names beside config.json".into())
 }
 
 /// A decoder's inputs optimum does not feed.
@@ -44,7 +42,7 @@ fn unfed<'a>(m: &ModelFile<'a>) -> Vec<&'a str> {
         .inputs
         .iter()
         .map(|p| p.name.as_str())
-        .filter(|n| !is_cache(n) && !DECODER_INPUTS.contains(n) && !(seq2seq && SEQ2SEQ_INPUTS.contains(n)))
+        .filter(|n| !(is_cache(n) || DECODER_INPUTS.contains(n) || seq2seq && SEQ2SEQ_INPUTS.contains(n)))
         .collect()
 }
 
@@ -75,11 +73,17 @@ fn files(view: &View<'_>) -> Vec<Finding> {
         if !encoder {
             out.push(Finding::error(Code::ConsumerLayout, "an encoder-decoder folder without an encoder file: ORTModelForSeq2SeqLM.from_pretrained fails (\"Could not find any ONNX model file in the list of candidates … matching the pattern …encoder…\"); add encoder_model.onnx"));
         }
-        if !has("decoder_model_merged") && !(has("decoder_model") && has("decoder_with_past_model")) {
+        if !(has("decoder_model_merged") || has("decoder_model") && has("decoder_with_past_model")) {
             let (have, need) = if has("decoder_model") {
-                ("decoder_model.onnx", "decoder_with_past_model.onnx (or the merged decoder), unless every caller passes use_cache=False")
+                (
+                    "decoder_model.onnx",
+                    "decoder_with_past_model.onnx (or the merged decoder), unless every caller passes use_cache=False",
+                )
             } else {
-                ("no decoder_model.onnx", "decoder_model_merged.onnx, or the split pair decoder_model.onnx + decoder_with_past_model.onnx")
+                (
+                    "no decoder_model.onnx",
+                    "decoder_model_merged.onnx, or the split pair decoder_model.onnx + decoder_with_past_model.onnx",
+                )
             };
             out.push(Finding::error(Code::ConsumerLayout, format!("the folder has {have}: ORTModelForSeq2SeqLM.from_pretrained with use_cache (its default) fails (\"Could not find any ONNX model file in the list of candidates\"); add {need}")));
         }
@@ -114,8 +118,11 @@ fn names(m: &ModelFile<'_>) -> Vec<Finding> {
     let presents: Vec<&str> = m.sig.outputs.iter().map(|p| p.name.as_str()).filter(|n| is_cache(n)).collect();
     if pasts.len() == presents.len() {
         let as_past = |p: &str| p.replacen("present", "past_key_values", 1);
-        if let Some((i, (past, present))) =
-            pasts.iter().zip(&presents).enumerate().find(|(_, (a, b))| **a != as_past(b) && presents.iter().any(|p| as_past(p) == **a))
+        if let Some((i, (past, present))) = pasts
+            .iter()
+            .zip(&presents)
+            .enumerate()
+            .find(|(_, (a, b))| **a != as_past(b) && presents.iter().any(|p| as_past(p) == **a))
         {
             out.push(
                 Finding::error(Code::ConsumerName, format!("{}: output {} among the presents is `{present}`, but the past in that place is `{past}`: optimum feeds each present back by position, so this layer gets another layer's cache and generation is silently wrong; order the presents as their pasts", m.rel, i))

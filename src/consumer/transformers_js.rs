@@ -51,11 +51,15 @@ fn tjs_config<'v>(view: &'v View<'_>) -> Option<&'v serde_json::Map<String, Valu
 /// (multimodal and audio classes name their own).
 fn sessions(view: &View<'_>, major: u32) -> Option<(Vec<&'static str>, String)> {
     let has = |r: Role| view.models.iter().any(|m| m.role == r);
-    if has(Role::EmbedTokens) || has(Role::VisionEncoder) || has(Role::CodecDecoder) {
+    // A decoder fed embeddings belongs to a multimodal class, which names its own files.
+    let embeds = view
+        .models
+        .iter()
+        .any(|m| m.role.is_decoder() && m.sig.inputs.iter().any(|p| p.name.contains("inputs_embeds")));
+    if embeds || has(Role::EmbedTokens) || has(Role::VisionEncoder) || has(Role::CodecDecoder) {
         return None;
     }
-    let encoder_decoder = has(Role::Encoder)
-        && view.models.iter().any(|m| m.role.is_decoder())
+    let encoder_decoder = has(Role::Encoder) && view.models.iter().any(|m| m.role.is_decoder())
         || view.config_value("is_encoder_decoder").and_then(Value::as_bool) == Some(true);
     if encoder_decoder {
         // `src/models.js: constructSessions` for MODEL_TYPES.Seq2Seq /
@@ -76,9 +80,10 @@ fn sessions(view: &View<'_>, major: u32) -> Option<(Vec<&'static str>, String)> 
 }
 
 /// The dtypes a load can ask for: the config's (global or per file), the
-/// default (fp32 on Node's CPU in 3+; q8 — `quantized: true` — in 2), and
-/// every dtype the folder offers a file for.
-fn dtypes(view: &View<'_>, major: u32) -> Vec<(String, String)> {
+/// default on Node's CPU (fp32; the browser's q8 — and 2's `quantized:
+/// true` — is a file the folder offers or not), and every dtype the folder
+/// offers a file for.
+fn dtypes(view: &View<'_>) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     let mut add = |d: &str, why: String| {
         if !out.iter().any(|(x, _)| x == d) {
@@ -94,7 +99,7 @@ fn dtypes(view: &View<'_>, major: u32) -> Vec<(String, String)> {
                 }
             }
         }
-        _ => add(if major <= 2 { "q8" } else { "fp32" }, "the default dtype".into()),
+        _ => add("fp32", "the default dtype on Node's CPU".into()),
     }
     for m in view.models.iter().filter(|m| m.rel.starts_with("onnx/")) {
         if let Some(d) = dtype_of(m.variant) {
@@ -144,7 +149,7 @@ fn layout_and_dtypes(view: &View<'_>, major: u32) -> Vec<Finding> {
         ));
         return out;
     }
-    for (dtype, why) in dtypes(view, major) {
+    for (dtype, why) in dtypes(view) {
         let Some(suffix) = suffix_of(&dtype) else {
             // `src/utils/dtypes.js`: 3 throws "Invalid dtype"; 4 falls back to the device's default.
             let known = SUFFIXES.iter().map(|(d, _)| *d).collect::<Vec<_>>().join(", ");
@@ -223,7 +228,10 @@ fn external_data(view: &View<'_>) -> Vec<Finding> {
         let said = if count == 0 {
             "config.json does not set transformers.js_config.use_external_data_format for it, so transformers.js fetches no external data: Node may still load it from disk, a browser cannot".to_string()
         } else {
-            format!("transformers.js fetches {} (use_external_data_format) and a browser hands ONNX Runtime only those", derived.join(", "))
+            format!(
+                "transformers.js fetches {} (use_external_data_format) and a browser hands ONNX Runtime only those",
+                derived.join(", ")
+            )
         };
         out.push(
             Finding::error(

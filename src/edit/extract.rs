@@ -130,8 +130,9 @@ fn initializer_fields<'a>(model: &'a [u8], lifted: &ge::Lifted) -> Result<Vec<(g
 /// A graph input's element code and shape, by name (the captured value's).
 pub type InputType<'a> = &'a dyn Fn(&str) -> Option<(i32, Vec<i64>)>;
 
-/// The reduced model: `sel`'s nodes, the initializers they read (external
-/// data read from `base` and inlined), `sel.inputs` as graph inputs typed by
+/// The reduced model: `sel`'s nodes (their attribute tensors' external data
+/// inlined too), the initializers they read (external data read from `base`
+/// and inlined), `sel.inputs` as graph inputs typed by
 /// `input_type` (element code and shape of the captured value), and the
 /// target's outputs typed by `output_type` (element code).
 pub fn build(
@@ -156,7 +157,7 @@ pub fn build(
         }
     }
     for i in &sel.kept {
-        graph.extend_from_slice(&model[lifted.nodes[*i].0.clone()]);
+        graph.extend_from_slice(&crate::edit::node_field_inlined(&model[lifted.nodes[*i].0.clone()], base)?);
     }
     let mut seen = HashSet::new();
     for (f, bytes) in initializer_fields(model, &lifted)? {

@@ -154,3 +154,46 @@ pub(crate) fn inline_external(tensor: &[u8], base: &std::path::Path) -> Result<V
     len_field(&mut out, TENSOR_RAW_DATA, &data);
     Ok(out)
 }
+
+/// Field numbers of `AttributeProto` holding tensors: `t` and `tensors`.
+const ATTR_TENSOR: u32 = 5;
+const ATTR_TENSORS: u32 = 10;
+
+/// A graph's node field (`GraphProto.node`: tag, length, `NodeProto`) with
+/// the external data of its attribute tensors read into `raw_data`:
+/// exporters store a `Constant`'s value (the rotary `inv_freq`) in the data
+/// file like any weight, and a node copied into a model built in memory
+/// would send ONNX Runtime looking for that file beside the working
+/// directory. Unchanged bytes when no attribute tensor is external.
+pub(crate) fn node_field_inlined(field: &[u8], base: &std::path::Path) -> Result<Vec<u8>, String> {
+    let fs = fields(field)?;
+    let [f] = fs.as_slice() else { return Ok(field.to_vec()) };
+    let node = &field[f.payload.clone()];
+    let mut out_node = Vec::with_capacity(node.len());
+    let mut changed = false;
+    for nf in fields(node)? {
+        if nf.number != crate::diagnose::graph_edit::NODE_ATTRIBUTE {
+            out_node.extend_from_slice(&node[nf.all.clone()]);
+            continue;
+        }
+        let attr = &node[nf.payload.clone()];
+        let mut out_attr = Vec::with_capacity(attr.len());
+        for af in fields(attr)? {
+            if matches!(af.number, ATTR_TENSOR | ATTR_TENSORS) {
+                let t = &attr[af.payload.clone()];
+                let inlined = inline_external(t, base)?;
+                changed |= inlined.as_slice() != t;
+                len_field(&mut out_attr, af.number, &inlined);
+            } else {
+                out_attr.extend_from_slice(&attr[af.all.clone()]);
+            }
+        }
+        len_field(&mut out_node, nf.number, &out_attr);
+    }
+    if !changed {
+        return Ok(field.to_vec());
+    }
+    let mut out = Vec::with_capacity(out_node.len() + 8);
+    len_field(&mut out, f.number, &out_node);
+    Ok(out)
+}

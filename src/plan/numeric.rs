@@ -88,10 +88,13 @@ pub fn tolerance(form: NumericForm, contract_abs: Option<f64>) -> Tolerance {
     match &form {
         NumericForm::Float32 => Tolerance {
             abs: Some(contract_abs.unwrap_or(1e-4)),
-            rel: None,
+            // Summation order over thousands of terms moves large logits by
+            // more than 1e-4 while staying ~1e-5 of them; a cache bug departs
+            // by far more of both.
+            rel: contract_abs.is_none().then_some(1e-4),
             reason: match contract_abs {
                 Some(_) => "float32 graph: the contract's parity_tolerance".into(),
-                None => "float32 graph: cached and uncached paths differ only by summation order (≤ 1.1e-6 measured on every float32 fixture)".into(),
+                None => "float32 graph: cached and uncached paths differ only by summation order (≤ 1.1e-6 measured on every float32 fixture; 1.2e-4, 1.3e-5 relative, on a 22-layer export of TinyLlama-1.1B's shapes): a departure is beyond both 1e-4 and 1e-4 relative".into(),
             },
             form,
         },
@@ -138,7 +141,9 @@ impl Tolerance {
             return true;
         }
         match (self.abs, self.rel) {
-            (Some(a), _) => abs > a,
+            // Both bounds: only a gap beyond both departs.
+            (Some(a), Some(r)) => abs > a && rel > r,
+            (Some(a), None) => abs > a,
             (None, Some(r)) => rel > r,
             (None, None) => false,
         }

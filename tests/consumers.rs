@@ -1,0 +1,146 @@
+//! The folder as its consumer loads it (issue 39): every folder made by
+//! onnxruntime-genai's builder and laid out for transformers.js, each checked
+//! against what the consumer itself did on it (recorded beside the
+//! generators: models/genai-builder-expected.json,
+//! models/tjs-layouts-expected.json). A folder the consumer refused fails,
+//! with the consumer's failure named; one it ran passes with no warning.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+/// Every finding of the report, the folder's and each file's.
+fn all_findings(r: &Value) -> Vec<&Value> {
+    let mut out: Vec<&Value> = r["findings"].as_array().unwrap().iter().collect();
+    for f in r["files"].as_array().unwrap() {
+        out.extend(f["findings"].as_array().unwrap());
+    }
+    out
+}
+
+fn consumers(r: &Value) -> Vec<&str> {
+    r["consumers"].as_array().map_or(Vec::new(), |c| c.iter().filter_map(|t| t["consumer"].as_str()).collect())
+}
+
+/// Each broken genai folder with the finding that names genai's failure.
+const GENAI_BROKEN: &[(&str, &str, &str)] = &[
+    ("genai-missing-file", "consumer-file", "names `decoder.onnx`, which is not in the folder"),
+    ("genai-eos-out-of-vocab", "consumer-token", "eos_token_id (151645) must be in range [0, 1000) (vocab_size)"),
+    ("genai-context-past-rope", "consumer-length", "has 64 rows"),
+    ("genai-bad-template", "consumer-name", "past_key_names is `past.%d.k`"),
+    ("genai-head-size-wrong", "run-failed", "should match the packed KV head dimension, got 32 expected 16"),
+    ("genai-vocab-wrong", "consumer-size", "model.vocab_size = 976"),
+];
+
+#[test]
+fn genai_builder_folders_get_genai_s_own_verdict() {
+    let expected: Value =
+        serde_json::from_slice(&std::fs::read(root().join("models/genai-builder-expected.json")).unwrap()).unwrap();
+    for (folder, what) in expected.as_object().unwrap() {
+        // The windowed Gemma 2 is driven with its window layers in ring buffers: tested below.
+        if folder == "genai-gemma2-window" {
+            continue;
+        }
+        let (code, r) = check_folder(folder);
+        assert_eq!(consumers(&r), ["genai"], "{folder}");
+        let ok = what["genai"] == "ok";
+        if ok {
+            assert_eq!(code, 0, "{folder}: genai generates from it\n{r:#}");
+            let flags: Vec<_> = all_findings(&r).into_iter().filter(|f| f["severity"] != "info").collect();
+            assert!(flags.is_empty(), "{folder}: a correct builder folder gets no flag: {flags:#?}");
+        } else {
+            assert_eq!(code, 2, "{folder}: genai fails on it ({})\n{r:#}", what["error"]);
+            let (_, code_name, text) =
+                GENAI_BROKEN.iter().find(|(f, _, _)| f == folder).expect("a broken folder listed");
+            let found = all_findings(&r)
+                .into_iter()
+                .any(|f| f["code"] == *code_name && f["message"].as_str().unwrap().contains(text));
+            assert!(found, "{folder}: no {code_name} saying `{text}`: {:#?}", all_findings(&r));
+        }
+    }
+}
+
+/// Each transformers.js folder it cannot load (or starts wrong) with the finding that says why.
+const TJS_BROKEN: &[(&str, &str, &str)] = &[
+    (
+        "tjs-external-data-dot-name",
+        "consumer-file",
+        "fetch onnx/model.onnx_data for onnx/model.onnx, which is not in the folder",
+    ),
+    ("tjs-dtype-missing", "consumer-file", "opens onnx/model_q4f16.onnx, which is not in the folder"),
+    ("tjs-decoder-merged-only", "consumer-layout", "transformers.js 2 opened decoder_model_merged"),
+    ("tjs-seq2seq-no-merged", "consumer-layout", "never the split pair"),
+    ("tjs-seq2seq-no-start", "consumer-token", "starts every generation from bos_token_id 0"),
+];
+
+#[test]
+fn transformers_js_layouts_get_transformers_js_s_own_verdict() {
+    let expected: Value =
+        serde_json::from_slice(&std::fs::read(root().join("models/tjs-layouts-expected.json")).unwrap()).unwrap();
+    for (folder, dtypes) in expected.as_object().unwrap() {
+        let (code, r) = check_folder(folder);
+        assert_eq!(consumers(&r), ["transformers.js"], "{folder}");
+        let consumer: Vec<&Value> =
+            all_findings(&r).into_iter().filter(|f| f["code"].as_str().unwrap().starts_with("consumer-")).collect();
+        match TJS_BROKEN.iter().find(|(f, _, _)| f == folder) {
+            Some((_, code_name, text)) => {
+                assert_eq!(code, 2, "{folder}\n{r:#}");
+                let found =
+                    consumer.iter().any(|f| f["code"] == *code_name && f["message"].as_str().unwrap().contains(text));
+                assert!(found, "{folder}: no {code_name} saying `{text}`: {consumer:#?}");
+            }
+            None => {
+                // Loaded at every dtype it offers: no consumer finding.
+                assert!(dtypes.as_object().unwrap().values().all(|d| d["ok"] == true), "{folder}: listed as broken?");
+                assert!(consumer.is_empty(), "{folder}: {consumer:#?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn consumer_is_chosen_by_flag_and_none_switches_the_rules_off() {
+    let dir = model("genai-eos-out-of-vocab");
+    let (code, r) = json(&["check", path_str(&dir), "--static-only", "--consumer", "none", "--format", "json"]);
+    assert_eq!(code, 0, "the graph itself is fine: {r:#}");
+    assert!(consumers(&r).is_empty());
+    // A decoder-only folder in transformers.js 2's layout loads in 2 and not in 3.
+    let dir = model("tjs-decoder-merged-only");
+    let (code, r) =
+        json(&["check", path_str(&dir), "--static-only", "--consumer", "transformers.js@2", "--format", "json"]);
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(r["consumers"][0]["major"], 2);
+    let out = run(&["check", path_str(&dir), "--static-only", "--consumer", "onnxruntime"]);
+    // A usage error (exit 64) naming the choices.
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown consumer `onnxruntime`: one of genai"));
+}
+
+#[test]
+fn the_report_header_names_the_consumer() {
+    let out = run(&["check", path_str(&model("genai-eos-out-of-vocab")), "--static-only"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("consumer: onnxruntime-genai 0.18, told by genai_config.json"), "{text}");
+    assert!(text.contains("first error: consumer-token: genai_config.json: model.eos_token_id holds 151645"), "{text}");
+}
+
+/// genai's builder for a model with sliding-window layers (Gemma 2): its
+/// windowed GroupQueryAttention leaves the shared buffer's slots past the
+/// tokens unset when run out of place, and takes no padded rows — which
+/// genai's own batches meet too. It generates right in genai, so it passes:
+/// the one flag is the measured batch limit.
+#[test]
+fn a_sliding_window_builder_folder_passes_with_its_batch_limit_measured() {
+    let (code, r) = check_folder("genai-gemma2-window");
+    assert_eq!(code, 0, "{r:#}");
+    let f = file_report(&r, "model.onnx");
+    let flags: Vec<&Value> = f["findings"].as_array().unwrap().iter().filter(|x| x["severity"] != "info").collect();
+    assert_eq!(flags.len(), 1, "{flags:#?}");
+    assert_eq!(flags[0]["code"], "batch-padding");
+    let message = flags[0]["message"].as_str().unwrap();
+    assert!(message.contains("seqlens_k[1] = 1 is too small for sequence_length 4"), "{message}");
+    assert!(flags[0]["cause"].as_str().unwrap().contains("onnxruntime-genai's own batch"), "{:#}", flags[0]);
+    // The steps ran with parity on the shared buffers.
+    let steps = f["runtimes"][0]["steps"].as_array().unwrap();
+    assert!(steps.len() >= 4 && steps.iter().all(|s| s["ok"] == true), "{steps:#?}");
+}
