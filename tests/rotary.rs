@@ -233,3 +233,54 @@ fn fed_token_ids_past_the_embedding_table_are_named() {
         assert!(!String::from_utf8_lossy(&out.stdout).contains("is not a row of"), "{dir}");
     }
 }
+
+/// Exports past 2 GB keep every tensor in external data, the rotary
+/// `inv_freq` Constant's value included (issue 40): the audit's subgraph
+/// reads it from the model's own folder wherever the check runs, also
+/// through a hub cache's file links. Made on the fly from
+/// rope-theta-changed, its weights and its rotary Constant moved to
+/// `model.onnx_data` by onnx, the folder reached through a link to each
+/// file, checked from another working directory.
+#[test]
+fn an_audit_reads_attribute_tensors_from_external_data_beside_the_model_from_anywhere() {
+    let tmp = std::env::temp_dir().join(format!("oc-rotary-ext-{}", std::process::id()));
+    let (store, linked) = (tmp.join("blobs"), tmp.join("snapshot"));
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::create_dir_all(&linked).unwrap();
+    let src = common::model("rope-theta-changed");
+    // What optimum writes past 2 GB: the weights and the rotary Constant's
+    // value (a [1, half, 1] tensor) in the data file.
+    let script = "import onnx, sys\n\
+        from onnx.external_data_helper import set_external_data\n\
+        m = onnx.load(sys.argv[1])\n\
+        for n in m.graph.node:\n\
+        \x20   for a in n.attribute:\n\
+        \x20       if n.op_type == 'Constant' and a.HasField('t') and len(a.t.dims) == 3:\n\
+        \x20           set_external_data(a.t, 'model.onnx_data')\n\
+        onnx.save_model(m, sys.argv[2], save_as_external_data=True, all_tensors_to_one_file=True,\n\
+        \x20   location='model.onnx_data', size_threshold=0, convert_attribute=False)\n";
+    let out = std::process::Command::new("python3")
+        .args(["-c", script, src.join("model.onnx").to_str().unwrap(), store.join("model.onnx").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for f in ["config.json", "generation_config.json"] {
+        std::fs::copy(src.join(f), store.join(f)).unwrap();
+    }
+    for f in ["model.onnx", "model.onnx_data", "config.json", "generation_config.json"] {
+        std::os::unix::fs::symlink(store.join(f), linked.join(f)).unwrap();
+    }
+    let out = common::bin()
+        .current_dir("/")
+        .args(["check", linked.to_str().unwrap(), "--format", "json", "--no-fetch"])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&tmp).ok();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = &file_report(&r, "model.onnx")["findings"][0];
+    assert_eq!(first["code"], "rotary", "{r:#}");
+    assert!(first["message"]
+        .as_str()
+        .unwrap()
+        .contains("the graph applies rope_theta 10000 where config.json says 500000"));
+}
