@@ -122,6 +122,8 @@ codes! {
     ConsumerSize = "consumer-size": "A size the consumer allocates or validates with (genai's vocab_size, head_size) contradicts the graph.",
     ConsumerToken = "consumer-token": "A token id the consumer range-checks or starts from lies outside the vocabulary, or is missing (genai's end tokens; an encoder-decoder with no decoder start token).",
     ConsumerLength = "consumer-length": "The consumer's context or maximum length is past what the graph can hold (the rows of its rotary tables): generation fails once a sequence gets that long.",
+    ConsumerRun = "consumer-run": "The consumer itself, run on the folder (onnxruntime-genai's Generator, transformers.js' generate), fails, or its greedy tokens depart from the model's uncached reference from the same prompt (information when they agree).",
+    ConsumerNotRun = "consumer-not-run": "The consumer's own generation was not run (not installed here, a form not compared yet): said with how to install it, never a silent pass.",
     ConsumerConfig = "consumer-config": "A consumer config field the consumer does not accept (an unknown genai model type, a malformed transformers.js_config).",
 }
 

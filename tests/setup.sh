@@ -5,7 +5,8 @@
 #
 # - the pinned Python wheels (onnx, onnxruntime, numpy, jsonschema, pyyaml);
 # - Chromium (Debian's package) for the HTML report's browser test;
-# - onnxruntime-node for the JavaScript recorder and the emitted JS loops;
+# - onnxruntime-node for the JavaScript recorder and the emitted JS loops, and
+#   transformers.js (the consumer whose own generation check compares);
 # - the older ONNX Runtime libraries of the multi-runtime test.
 #
 # A step that cannot be done here (no root, no apt-get, no npm) says what to
@@ -42,7 +43,7 @@ command -v node >/dev/null && command -v npm >/dev/null || need "Node.js 20+ and
 # A copy of the lock beside the packages says which lock they were installed from.
 if ! cmp -s tests/callers/package-lock.json tests/callers/node_modules/.setup-lock 2>/dev/null; then
   echo "setup: onnxruntime-node for the JavaScript recorder (npm ci)"
-  npm ci --ignore-scripts --no-audit --no-fund --prefix tests/callers >/dev/null
+  ONNXRUNTIME_NODE_INSTALL=skip npm ci --ignore-scripts --no-audit --no-fund --prefix tests/callers >/dev/null
   cp tests/callers/package-lock.json tests/callers/node_modules/.setup-lock
 fi
 

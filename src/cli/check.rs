@@ -205,6 +205,15 @@ pub(crate) fn run(mut args: CheckArgs, format: Format) -> Result<i32, Fail> {
     }
     if is_dir {
         let mut report = checker.run_folder(&args.model)?;
+        // The consumer itself, generating from the folder, against the tool's reference.
+        if !args.static_only && !report.consumers.is_empty() {
+            let timeout = Duration::from_secs(args.timeout.min(300));
+            let found = onnx_contract::protocol::consumer::compare(&args.model, &report.consumers, timeout);
+            report.findings.extend(found);
+            if report.errors().next().is_some() {
+                report.verdict = onnx_contract::Verdict::Fail;
+            }
+        }
         if args.remedy || args.fix_out.is_some() {
             remedies(&plain, &mut report, &args.model, args.fix_out.as_deref())?;
         }

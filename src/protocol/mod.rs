@@ -3,6 +3,8 @@
 //! (`plan`), never restated by hand; `table` lays it out per step,
 //! `emit` writes it as a program.
 
+#[cfg(feature = "runtime")]
+pub mod consumer;
 pub mod emit;
 mod emit_encoder;
 mod emit_js;

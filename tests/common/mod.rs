@@ -24,6 +24,8 @@ pub fn tiny_marian_params() -> Vec<(String, i64)> {
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_onnx-contract"));
     c.current_dir(root());
+    // The transformers.js tests/setup.sh installs: the consumer `check` runs on its folders.
+    c.env("TRANSFORMERS_JS_DIR", root().join("tests/callers/node_modules/@huggingface/transformers"));
     c
 }
 

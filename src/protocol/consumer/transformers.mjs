@@ -1,0 +1,57 @@
+// transformers.js' own greedy generation on an export folder, as an
+// application runs it (from_pretrained on the local folder, generate with
+// do_sample false, no tokenizer): written by `onnx-contract protocol`, run
+// by `onnx-contract check` in a child. Prints one JSON line.
+//   node transformers.mjs PACKAGE_DIR FOLDER IDS_JSON MAX_NEW_TOKENS
+// PACKAGE_DIR: the @huggingface/transformers package folder.
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const [pkgDir, folder, idsJson, maxNew] = process.argv.slice(2);
+const ids = JSON.parse(idsJson);
+const out = { installed: true, ok: false, tokens: [], error: null, stage: 'import' };
+let said = false;
+const done = () => {
+    if (!said) process.stdout.write(JSON.stringify(out) + '\n');
+    said = true;
+    process.exit(0);
+};
+// Keep stdout for the one line.
+for (const k of ['log', 'info', 'debug', 'warn', 'error']) console[k] = (...xs) => process.stderr.write(xs.join(' ') + '\n');
+// transformers.js rejects inside a promise nobody awaits when an external-data file is missing.
+process.on('unhandledRejection', (e) => {
+    out.error = e instanceof Error ? e.message : String(e);
+    out.stage = 'unhandled-rejection';
+    done();
+});
+let tjs;
+try {
+    const pkg = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8'));
+    const entry = pkg.exports?.node?.import?.default ?? './dist/transformers.node.mjs';
+    tjs = await import(pathToFileURL(path.resolve(pkgDir, entry)).href);
+} catch (e) {
+    out.installed = false;
+    out.error = e instanceof Error ? e.message : String(e);
+    done();
+}
+try {
+    const { env, Tensor, AutoModelForCausalLM } = tjs;
+    env.allowRemoteModels = false;
+    env.useFSCache = false;
+    env.useBrowserCache = false;
+    process.chdir(path.dirname(path.resolve(folder)));
+    env.localModelPath = './';
+    out.stage = 'from_pretrained';
+    const model = await AutoModelForCausalLM.from_pretrained(path.basename(path.resolve(folder)), { device: 'cpu' });
+    out.stage = 'generate';
+    const input_ids = new Tensor('int64', BigInt64Array.from(ids.map(BigInt)), [1, ids.length]);
+    const attention_mask = new Tensor('int64', new BigInt64Array(ids.length).fill(1n), [1, ids.length]);
+    const seq = await model.generate({ input_ids, attention_mask, max_new_tokens: Number(maxNew), do_sample: false, num_beams: 1 });
+    out.tokens = (seq.sequences ?? seq).tolist()[0].slice(ids.length).map(Number);
+    out.ok = true;
+    out.stage = null;
+} catch (e) {
+    out.error = e instanceof Error ? e.message : String(e);
+}
+done();
