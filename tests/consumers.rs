@@ -181,3 +181,43 @@ fn a_sliding_window_builder_folder_passes_with_its_batch_limit_measured() {
     let steps = f["runtimes"][0]["steps"].as_array().unwrap();
     assert!(steps.len() >= 4 && steps.iter().all(|s| s["ok"] == true), "{steps:#?}");
 }
+
+/// `protocol DIR` names the consumer's own call and `--emit genai` /
+/// `--emit transformers.js` writes it: run, each gives the reference's tokens.
+#[test]
+fn protocol_writes_the_consumer_s_own_call_and_running_it_gives_the_reference() {
+    let reference = |dir: &str| {
+        let (code, r) = json(&["protocol", dir, "--reference", "--ids", "1,3,14,15", "--max-new-tokens", "16"]);
+        assert_eq!(code, 0, "{r:#}");
+        r["ids"].clone()
+    };
+    let tmp = std::env::temp_dir().join(format!("oc-consumer-call-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    for (dir, flag, file) in
+        [("models/genai-qwen2", "genai", "run.py"), ("models/tjs-variants", "transformers.js", "run.mjs")]
+    {
+        let table = String::from_utf8(run(&["protocol", dir]).stdout).unwrap();
+        assert!(table.contains(&format!("--emit {flag} > ")), "{dir}: {table}");
+        let program = run(&["protocol", dir, "--emit", flag]);
+        assert!(program.status.success());
+        let path = tmp.join(file);
+        std::fs::write(&path, &program.stdout).unwrap();
+        let folder = root().join(dir);
+        let out = if flag == "genai" {
+            std::process::Command::new("python3")
+                .args([path.to_str().unwrap(), folder.to_str().unwrap(), "[1, 3, 14, 15]", "16"])
+                .output()
+                .unwrap()
+        } else {
+            let pkg = root().join("tests/callers/node_modules/@huggingface/transformers");
+            std::process::Command::new("node")
+                .args([path.to_str().unwrap(), pkg.to_str().unwrap(), folder.to_str().unwrap(), "[1, 3, 14, 15]", "16"])
+                .output()
+                .unwrap()
+        };
+        let said: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{dir}: {out:?}"));
+        assert_eq!(said["ok"], true, "{dir}: {said:#}");
+        assert_eq!(said["tokens"], reference(dir), "{dir}: {said:#}");
+    }
+    std::fs::remove_dir_all(&tmp).ok();
+}

@@ -13,13 +13,21 @@ pub(crate) enum Lang {
     Python,
     Rust,
     Js,
+    /// The consumer's own call: onnxruntime-genai's Generator loop (Python).
+    Genai,
+    /// The consumer's own call: transformers.js' from_pretrained + generate (Node).
+    #[value(name = "transformers.js")]
+    TransformersJs,
 }
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct ProtocolArgs {
     /// An export folder, or one decoder file.
     path: PathBuf,
-    /// Write a program instead: python (onnxruntime + numpy), rust (ort 2 + ndarray) or js (onnxruntime-node).
+    /// Write a program instead: python (onnxruntime + numpy), rust (ort 2 + ndarray) or js
+    /// (onnxruntime-node); or the folder's consumer's own call: genai (onnxruntime-genai's
+    /// Generator loop) or transformers.js (from_pretrained + generate), the programs `check`
+    /// runs to compare the consumer's tokens with the reference.
     #[arg(long, value_enum)]
     emit: Option<Lang>,
     /// Instead: generate WITHOUT a cache (every step recomputes the prefix)
@@ -70,11 +78,22 @@ pub(crate) fn run(args: ProtocolArgs, json_out: bool) -> Result<i32, Fail> {
         return Ok(exit::OK);
     }
     match lang {
+        #[cfg(feature = "runtime")]
+        Some(Lang::Genai) => emit(onnx_contract::protocol::consumer::GENAI),
+        #[cfg(feature = "runtime")]
+        Some(Lang::TransformersJs) => emit(onnx_contract::protocol::consumer::TRANSFORMERS_JS),
         Some(lang) => {
             let lang = match lang {
                 Lang::Python => onnx_contract::protocol::emit::Lang::Python,
                 Lang::Rust => onnx_contract::protocol::emit::Lang::Rust,
                 Lang::Js => onnx_contract::protocol::emit::Lang::Js,
+                _ => {
+                    return Err(Fail {
+                        code: exit::USAGE,
+                        kind: "usage",
+                        message: "this build has no runtime feature".into(),
+                    })
+                }
             };
             // A plan no program can be written for: the folder, not the caller (one line, nothing written).
             let text = onnx_contract::protocol::emit::program(&p, lang).map_err(|message| Fail {
@@ -85,7 +104,39 @@ pub(crate) fn run(args: ProtocolArgs, json_out: bool) -> Result<i32, Fail> {
             emit(&text);
         }
         None if json_out => emit(&json::to_text(&p)),
-        None => emit(&table::protocol(&p)),
+        None => {
+            emit(&table::protocol(&p));
+            emit(&consumer_calls(&path));
+        }
     }
     Ok(exit::OK)
+}
+
+/// The consumers the folder is laid out for, each with the command that
+/// writes its own call (the program `check` runs).
+fn consumer_calls(path: &std::path::Path) -> String {
+    use onnx_contract::consumer::{self, Choice, Consumer, View};
+    if !path.is_dir() {
+        return String::new();
+    }
+    let Ok(layout) = onnx_contract::folder::layout::Layout::read(path, None, None) else { return String::new() };
+    let targets = consumer::targets(&View::read(path, &layout), &Choice::Infer);
+    let mut out = String::new();
+    for t in targets {
+        let (flag, run) = match t.consumer {
+            Consumer::Genai => ("genai", "python3 genai_generate.py"),
+            Consumer::TransformersJs => {
+                ("transformers.js", "node transformers_generate.mjs node_modules/@huggingface/transformers")
+            }
+            _ => continue,
+        };
+        let file = run.split_whitespace().nth(1).unwrap_or_default();
+        out.push_str(&format!(
+            "the consumer's own call ({}): onnx-contract protocol {} --emit {flag} > {file}; {run} {} '[1, 3, 14, 15]' 16\n",
+            t.describe(),
+            path.display(),
+            path.display()
+        ));
+    }
+    out
 }
