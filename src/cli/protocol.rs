@@ -106,36 +106,34 @@ pub(crate) fn run(args: ProtocolArgs, json_out: bool) -> Result<i32, Fail> {
         None if json_out => emit(&json::to_text(&p)),
         None => {
             emit(&table::protocol(&p));
-            emit(&consumer_calls(&path));
+            #[cfg(feature = "runtime")]
+            if onnx_contract::protocol::consumer::text_decoder(&p).is_some() {
+                emit(&consumer_calls(&path));
+            }
         }
     }
     Ok(exit::OK)
 }
 
-/// The consumers the folder is laid out for, each with the command that
-/// writes its own call (the program `check` runs).
+/// The consumers the folder is laid out for, each with the commands that
+/// write and run its own call (the program `check` runs).
 fn consumer_calls(path: &std::path::Path) -> String {
     use onnx_contract::consumer::{self, Choice, Consumer, View};
     if !path.is_dir() {
         return String::new();
     }
     let Ok(layout) = onnx_contract::folder::layout::Layout::read(path, None, None) else { return String::new() };
-    let targets = consumer::targets(&View::read(path, &layout), &Choice::Infer);
     let mut out = String::new();
-    for t in targets {
-        let (flag, run) = match t.consumer {
-            Consumer::Genai => ("genai", "python3 genai_generate.py"),
-            Consumer::TransformersJs => {
-                ("transformers.js", "node transformers_generate.mjs node_modules/@huggingface/transformers")
-            }
+    for t in consumer::targets(&View::read(path, &layout), &Choice::Infer) {
+        let (flag, file, run) = match t.consumer {
+            Consumer::Genai => ("genai", "generate.py", "python3 generate.py"),
+            // PKG: the @huggingface/transformers package folder (node_modules/@huggingface/transformers).
+            Consumer::TransformersJs => ("transformers.js", "generate.mjs", "node generate.mjs PKG"),
             _ => continue,
         };
-        let file = run.split_whitespace().nth(1).unwrap_or_default();
         out.push_str(&format!(
-            "the consumer's own call ({}): onnx-contract protocol {} --emit {flag} > {file}; {run} {} '[1, 3, 14, 15]' 16\n",
-            t.describe(),
-            path.display(),
-            path.display()
+            "the consumer's own call ({}):\n  onnx-contract protocol DIR --emit {flag} > {file}\n  {run} DIR '[1, 3, 14, 15]' 16\n",
+            t.describe()
         ));
     }
     out

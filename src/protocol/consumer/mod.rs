@@ -31,6 +31,16 @@ pub fn program(c: Consumer) -> Option<&'static str> {
     }
 }
 
+/// The plan of `p`'s text decoder-only form, the one the consumers'
+/// programs generate from (a decoder fed embeddings belongs to a multimodal
+/// class; an encoder-decoder needs its source: neither is run yet).
+pub fn text_decoder(p: &super::Protocol) -> Option<&crate::plan::Plan> {
+    let l = p.loops.iter().find(|l| l.form != "with-past-alone")?;
+    let text = l.embed.is_none()
+        && l.plan.as_ref().is_some_and(|pl| !pl.dtypes.iter().any(|(n, _)| n.contains("inputs_embeds")));
+    l.plan.as_ref().filter(|pl| pl.family == crate::plan::Family::DecoderOnly && text)
+}
+
 /// What a consumer's program printed.
 #[derive(Debug, Deserialize)]
 struct Ran {
@@ -170,10 +180,7 @@ pub fn compare(dir: &Path, targets: &[Target], timeout: Duration) -> Vec<Finding
         }
     };
     let Some(l) = p.loops.iter().find(|l| l.form != "with-past-alone") else { return out };
-    // Text decoders only: a multimodal class (a decoder fed embeddings) is loaded by another Auto class.
-    let text = l.embed.is_none()
-        && l.plan.as_ref().is_some_and(|pl| !pl.dtypes.iter().any(|(n, _)| n.contains("inputs_embeds")));
-    let Some(plan) = l.plan.as_ref().filter(|pl| pl.family == crate::plan::Family::DecoderOnly && text) else {
+    let Some(plan) = text_decoder(&p) else {
         let who: Vec<&str> = runnable.iter().map(|c| name(*c)).collect();
         out.push(info(format!(
             "{}'s own generation is compared on text decoder-only folders only: not run on this {} folder",
