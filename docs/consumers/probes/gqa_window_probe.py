@@ -5,8 +5,8 @@ Probe for models/genai-gemma2-window (onnxruntime-genai 0.18 builder output, tin
 sliding_window 8 on layers 0 and 2, max_length 64, past_present_share_buffer true). See gqa-window.md.
 
 Run (about a minute on 2 cores):
-    /work/genvenv/bin/python /work/notes/gqa_window_probe.py            # everything, genai parts included
-    python3 /work/notes/gqa_window_probe.py                              # same, genai parts skipped if no og
+    /work/genvenv/bin/python docs/consumers/probes/gqa_window_probe.py            # everything, genai parts included
+    python3 docs/consumers/probes/gqa_window_probe.py                              # same, genai parts skipped if no og
     ... --json /tmp/out.json                                             # also dump the numbers
 
 Nothing is written next to the model; the reference graph goes to a temporary directory.
@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-FOLDER = Path("/work/main/models/genai-gemma2-window")
+FOLDER = Path(__file__).resolve().parents[3] / "models" / "genai-gemma2-window"
 PROMPT6 = [1, 3, 14, 15, 92, 65]  # the prompt genai-builder-expected.json uses
 PROMPT4 = [1, 3, 14, 15]  # the onnx-contract step-0 prompt length
 FILL = 7.0  # sentinel the pasts are filled with (a real key row is never all 7.0)
