@@ -102,13 +102,16 @@ pub(super) fn judge(
 ) -> Judged {
     let mut out = Vec::new();
     let first = c.first || (g.calls == 0 && g.prev.is_none());
-    // A flag the trace holds no value of (a digest-only recorder) is read
-    // from the protocol: every call after the generation's first is cached.
+    // A flag the trace holds no value of (a digest-only recorder) is the
+    // one the call's own evidence fits: a call re-feeding the whole prefix
+    // one token longer runs the no-cache branch (the seed's workaround;
+    // on the cached branch it would be a prefix onto its past), any other
+    // call after the generation's first the cached one.
     // A model without a cache takes the whole prefix at every call: no call is cached.
     let cached = !plan.is_cacheless()
         && match c.flag {
             Some(f) => f != 0,
-            None => !first,
+            None => !(first || refeed && c.new_tokens > 1),
         };
     let flag_name = plan.branch_flag.as_deref().unwrap_or("");
     // The real length before this call: a growing past says it; a buffer
