@@ -37,13 +37,13 @@ impl Padded {
         Padded { rows: prompts, pads, right }
     }
 
-    /// Whether position `i` of row `r`'s whole sequence is a real token.
+    /// Whether position `i` of row `r`'s whole sequence is a real token
+    /// (the prompt call is `rows[r].len() + pads[r]` wide).
     fn real(&self, r: usize, i: usize) -> bool {
-        let pad = self.pads[r];
-        let longest = self.rows.iter().map(Vec::len).max().unwrap_or(0);
+        let (len, pad) = (self.rows[r].len(), self.pads[r]);
         if self.right {
             // onnxruntime-genai appends one mask column per step: the pads stay in the middle.
-            i < longest - pad || i >= longest
+            i < len || i >= len + pad
         } else {
             i >= pad
         }
@@ -52,10 +52,9 @@ impl Padded {
     /// Row `r`'s logits at its last real token of a prompt call (`[1, 1, vocab]`):
     /// right-padded rows end before the batch's last position.
     fn last_real(&self, logits: &ArrayD<f32>) -> ArrayD<f32> {
-        let longest = self.rows.iter().map(Vec::len).max().unwrap_or(0);
         let rows: Vec<ArrayD<f32>> = (0..logits.shape()[0].min(self.rows.len()))
             .map(|r| {
-                let at = (longest - self.pads[r]).saturating_sub(1).min(logits.shape()[1].saturating_sub(1));
+                let at = self.rows[r].len().saturating_sub(1).min(logits.shape()[1].saturating_sub(1));
                 logits
                     .index_axis(ndarray::Axis(0), r)
                     .index_axis(ndarray::Axis(0), at)
@@ -288,16 +287,14 @@ pub(crate) fn check(ctx: &mut Ctx<'_>, emit: &mut dyn FnMut(Event)) {
 /// layers need every row full): a limit genai's own batches meet too, so a
 /// warning carrying ONNX Runtime's words, not a defect of the folder.
 fn gqa_refuses(e: &str) -> Event {
-    let mut i = crate::engine::events::StepIssue::error(
-        crate::finding::Code::BatchPadding,
-        format!("a right-padded batch of 2, as onnxruntime-genai feeds it, could not run: {}", first_line(e)),
-        None,
-    );
-    if e.contains("too small for sequence_length") {
-        i.severity = crate::finding::Severity::Warning;
-        i.cause = Some("GroupQueryAttention with a windowed cache (sliding_window_cache) takes no padded rows: onnxruntime-genai's own batch of prompts of different lengths fails the same way; generate one prompt at a time, or batch prompts of one length".into());
+    let mut event = not_run("a right-padded batch of 2, as onnxruntime-genai feeds it,", e);
+    if let (Event::Batch { issues, .. }, true) = (&mut event, e.contains("too small for sequence_length")) {
+        for i in issues {
+            i.severity = crate::finding::Severity::Warning;
+            i.cause = Some("GroupQueryAttention with a windowed cache (sliding_window_cache) takes no padded rows: onnxruntime-genai's own batch of prompts of different lengths fails the same way; generate one prompt at a time, or batch prompts of one length".into());
+        }
     }
-    Event::Batch { rows: Vec::new(), issues: vec![i] }
+    event
 }
 
 /// Every self past empty, `rows` rows: what a batch's first call is fed.

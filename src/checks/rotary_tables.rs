@@ -53,11 +53,7 @@ fn table(model: &[u8], dir: &std::path::Path, name: &str) -> Option<(usize, Vec<
 fn table_names(nodes: &[FlatNode]) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     for n in nodes {
-        let at = match n.op_type.as_str() {
-            "GroupQueryAttention" => (7, 8),
-            "RotaryEmbedding" => (2, 3),
-            _ => continue,
-        };
+        let Some(at) = crate::model::reader::rotary_table_inputs(&n.op_type, &n.domain) else { continue };
         if let (Some(c), Some(s)) = (n.inputs.get(at.0), n.inputs.get(at.1)) {
             let pair = (c.clone(), s.clone());
             if !c.is_empty() && !s.is_empty() && !out.contains(&pair) {

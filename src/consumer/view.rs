@@ -69,7 +69,7 @@ fn json(dir: &Path, name: &str) -> Option<Value> {
     if !std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= 16 << 20) {
         return None;
     }
-    serde_json::from_slice::<Value>(&std::fs::read(path).ok()?).ok().filter(Value::is_object)
+    crate::folder::config::read_json(&path).ok()
 }
 
 impl<'a> View<'a> {

@@ -183,6 +183,8 @@ pub struct FlatNode {
     pub name: String,
     /// Its operator.
     pub op_type: String,
+    /// Its operator's domain (`com.microsoft`; empty for ONNX's own).
+    pub domain: String,
     /// Its inputs.
     pub inputs: Vec<String>,
     /// Its outputs.
@@ -201,6 +203,7 @@ pub fn flatten(model: &[u8], prefer: &dyn Fn(&str) -> Option<bool>) -> Result<(N
         path: format!("{prefix}{}", n.name.clone().unwrap_or_default()),
         name: n.name.clone().unwrap_or_default(),
         op_type: n.op_type.clone().unwrap_or_default(),
+        domain: n.domain.clone().unwrap_or_default(),
         inputs: n.input.clone(),
         outputs: n.output.clone(),
     };

@@ -133,7 +133,7 @@ fn int(v: &Value) -> Option<i64> {
     }
 }
 
-fn read_json(path: &Path) -> Result<Value, ConfigError> {
+pub(crate) fn read_json(path: &Path) -> Result<Value, ConfigError> {
     let err = |message: String| ConfigError { path: path.to_path_buf(), message };
     let text = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
     let v: Value = serde_json::from_slice(&text).map_err(|e| err(format!("not valid JSON: {e}")))?;

@@ -155,26 +155,37 @@ fn signature_from_model(model: &pb::ModelProto) -> Result<Signature, String> {
     })
 }
 
-/// The fewest rows of a precomputed cos table any attention or rotary node
-/// reads (GroupQueryAttention's input 7; com.microsoft RotaryEmbedding's
-/// input 2; ONNX RotaryEmbedding's input 1), when the table is an initializer.
-fn rotary_rows(graph: &pb::GraphProto) -> Option<(String, i64)> {
-    let rows: HashMap<&str, i64> = graph
+/// The rows of every rank-2 initializer (an embedding or a rotary table), by name.
+fn table_rows(graph: &pb::GraphProto) -> HashMap<&str, i64> {
+    graph
         .initializer
         .iter()
         .filter(|t| t.dims.len() == 2)
         .filter_map(|t| Some((t.name.as_deref()?, t.dims[0])))
-        .collect();
+        .collect()
+}
+
+/// Which inputs of a node hold its precomputed rotary (cos, sin) tables:
+/// GroupQueryAttention's 7 and 8, com.microsoft RotaryEmbedding's 2 and 3,
+/// ONNX RotaryEmbedding's 1 and 2 (its position ids come last).
+pub fn rotary_table_inputs(op_type: &str, domain: &str) -> Option<(usize, usize)> {
+    match (op_type, domain) {
+        ("GroupQueryAttention", _) => Some((7, 8)),
+        ("RotaryEmbedding", "com.microsoft") => Some((2, 3)),
+        ("RotaryEmbedding", "" | "ai.onnx") => Some((1, 2)),
+        _ => None,
+    }
+}
+
+/// The fewest rows of a precomputed cos table any attention or rotary node
+/// reads, when the table is an initializer.
+fn rotary_rows(graph: &pb::GraphProto) -> Option<(String, i64)> {
+    let rows = table_rows(graph);
     graph
         .node
         .iter()
         .filter_map(|n| {
-            let at = match (n.op_type.as_deref()?, n.domain.as_deref().unwrap_or_default()) {
-                ("GroupQueryAttention", _) => 7,
-                ("RotaryEmbedding", "com.microsoft") => 2,
-                ("RotaryEmbedding", "" | "ai.onnx") => 1,
-                _ => return None,
-            };
+            let (at, _) = rotary_table_inputs(n.op_type.as_deref()?, n.domain.as_deref().unwrap_or_default())?;
             let table = n.input.get(at)?;
             Some((table.clone(), *rows.get(table.as_str())?))
         })
@@ -186,12 +197,7 @@ fn rotary_rows(graph: &pb::GraphProto) -> Option<(String, i64)> {
 /// Cast/Reshape/Unsqueeze/Squeeze): the table and its rows. A quantized or
 /// computed table is not read (no entry).
 fn token_rows(graph: &pb::GraphProto, inputs: &[Port]) -> std::collections::BTreeMap<String, (String, i64)> {
-    let tables: HashMap<&str, i64> = graph
-        .initializer
-        .iter()
-        .filter(|t| t.dims.len() == 2)
-        .filter_map(|t| Some((t.name.as_deref()?, t.dims[0])))
-        .collect();
+    let tables = table_rows(graph);
     // A tensor that is a graph input, or one light op away from one.
     let mut from_input: HashMap<&str, &str> = inputs.iter().map(|p| (p.name.as_str(), p.name.as_str())).collect();
     for n in &graph.node {
