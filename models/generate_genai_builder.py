@@ -137,14 +137,7 @@ def _model(cls_name, cfg_name, cfg):
 
 
 def qwen2_model():
-    torch = forms._torch()
-    m = _model("Qwen2ForCausalLM", "Qwen2Config", QWEN2)
-    g = torch.Generator().manual_seed(BIAS_SEED)
-    with torch.no_grad():
-        for name, p in m.named_parameters():
-            if name.endswith(".bias"):
-                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
-    return m
+    return forms.nonzero_biases(_model("Qwen2ForCausalLM", "Qwen2Config", QWEN2), BIAS_SEED)
 
 
 def gemma2_model():

@@ -228,12 +228,18 @@ def whisper_model(nonzero_bias=False):
 
     torch.manual_seed(SEED)
     m = transformers.WhisperForConditionalGeneration(transformers.WhisperConfig(**WHISPER)).eval()
-    if nonzero_bias:
-        g = torch.Generator().manual_seed(BIAS_SEED)
-        with torch.no_grad():
-            for name, p in m.named_parameters():
-                if name.endswith(".bias"):
-                    p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+    return nonzero_biases(m) if nonzero_bias else m
+
+
+def nonzero_biases(m, seed=BIAS_SEED):
+    """Every `.bias` parameter of `m` drawn from N(0, 0.1^2) with a generator of
+    its own (the builder drops biases that are all zero)."""
+    torch = _torch()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if name.endswith(".bias"):
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
     return m
 
 
