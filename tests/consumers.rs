@@ -9,6 +9,18 @@ mod common;
 use common::*;
 use serde_json::Value;
 
+/// `check models/DIR --format json` with the consumers' own generation (the
+/// other tests leave it out).
+fn check_folder(dir: &str) -> (i32, Value) {
+    let out = bin()
+        .env_remove(NO_CONSUMER_RUN)
+        .args(["check", &format!("models/{dir}"), "--format", "json", "--no-fetch"])
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{dir}: not JSON ({e}): {out:?}"));
+    (out.status.code().unwrap_or(-1), v)
+}
+
 /// Every finding of the report, the folder's and each file's.
 fn all_findings(r: &Value) -> Vec<&Value> {
     let mut out: Vec<&Value> = r["findings"].as_array().unwrap().iter().collect();
@@ -186,7 +198,8 @@ fn a_sliding_window_builder_folder_passes_with_its_batch_limit_measured() {
 }
 
 /// `protocol DIR` names the consumer's own call and `--emit genai` /
-/// `--emit transformers.js` writes it: run, each gives the reference's tokens.
+/// `--emit transformers.js` / `--emit optimum` writes it: run, each gives the
+/// reference's tokens.
 #[test]
 fn protocol_writes_the_consumer_s_own_call_and_running_it_gives_the_reference() {
     let reference = |dir: &str| {
@@ -196,9 +209,12 @@ fn protocol_writes_the_consumer_s_own_call_and_running_it_gives_the_reference() 
     };
     let tmp = std::env::temp_dir().join(format!("oc-consumer-call-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
-    for (dir, flag, file) in
-        [("models/genai-qwen2", "genai", "run.py"), ("models/tjs-variants", "transformers.js", "run.mjs")]
-    {
+    for (dir, flag, file) in [
+        ("models/genai-qwen2", "genai", "run.py"),
+        ("models/tjs-variants", "transformers.js", "run.mjs"),
+        // Not optimum.py: it would shadow the package.
+        ("models/llama-tiny", "optimum", "run_optimum.py"),
+    ] {
         let table = String::from_utf8(run(&["protocol", dir]).stdout).unwrap();
         assert!(table.contains(&format!("--emit {flag} > ")), "{dir}: {table}");
         let program = run(&["protocol", dir, "--emit", flag]);
@@ -206,7 +222,7 @@ fn protocol_writes_the_consumer_s_own_call_and_running_it_gives_the_reference() 
         let path = tmp.join(file);
         std::fs::write(&path, &program.stdout).unwrap();
         let folder = root().join(dir);
-        let out = if flag == "genai" {
+        let out = if flag != "transformers.js" {
             std::process::Command::new("python3")
                 .args([path.to_str().unwrap(), folder.to_str().unwrap(), "[1, 3, 14, 15]", "16"])
                 .output()
@@ -223,4 +239,42 @@ fn protocol_writes_the_consumer_s_own_call_and_running_it_gives_the_reference() 
         assert_eq!(said["tokens"], reference(dir), "{dir}: {said:#}");
     }
     std::fs::remove_dir_all(&tmp).ok();
+}
+
+/// optimum's own `generate` on its folders, run beside the check: a correct
+/// export gives the reference's tokens; one whose config.json sizes the
+/// empty pasts optimum feeds at step 0 wrong fails in optimum, with
+/// ONNX Runtime's words; an export without a cache is loaded as optimum
+/// documents it (`use_cache=False`) and agrees, the default call's failure a
+/// static warning.
+#[test]
+fn optimum_s_own_generation_is_compared() {
+    let said = |r: &Value| -> Vec<(String, String)> {
+        all_findings(r)
+            .into_iter()
+            .filter(|f| f["code"] == "consumer-run")
+            .map(|f| (f["severity"].as_str().unwrap().to_string(), f["message"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    for good in ["llama-tiny", "gpt2-merged-decoders", "llama-no-cache"] {
+        let (_, r) = check_folder(good);
+        assert_eq!(consumers(&r), ["optimum"], "{good}");
+        let s = said(&r);
+        assert_eq!(s.len(), 1, "{good}: {s:?}");
+        assert_eq!(s[0].0, "info", "{good}: {s:?}");
+        assert!(s[0].1.contains("optimum's own greedy generation gives the reference's tokens (16 compared"), "{s:?}");
+    }
+    let (code, r) = check_folder("llama-config-wrong-sizes");
+    assert_eq!(code, 2, "{r:#}");
+    let s = said(&r);
+    assert!(
+        s.iter().any(|(sev, m)| sev == "error"
+            && m.contains("optimum fails on this folder at generate")
+            && m.contains("Got invalid dimensions for input: past_key_values.")),
+        "{s:?}"
+    );
+    // A seq2seq folder: said, not compared.
+    let (_, r) = check_folder("marian-tiny");
+    let not_run = all_findings(&r).into_iter().find(|f| f["code"] == "consumer-not-run").cloned();
+    assert!(format!("{not_run:?}").contains("compared on text decoder-only folders only"), "{not_run:?}");
 }

@@ -3,7 +3,8 @@
 # package registries: README's test command is `tests/setup.sh && cargo test`
 # and .ci/run runs exactly that. Idempotent: a second run only checks.
 #
-# - the pinned Python wheels (onnx, onnxruntime, numpy, jsonschema, pyyaml);
+# - the pinned Python wheels (onnx, onnxruntime, numpy, jsonschema, pyyaml, and
+#   the consumers onnxruntime-genai and optimum with torch);
 # - Chromium (Debian's package) for the HTML report's browser test;
 # - onnxruntime-node for the JavaScript recorder and the emitted JS loops, and
 #   transformers.js (the consumer whose own generation check compares);

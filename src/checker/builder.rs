@@ -28,6 +28,7 @@ impl Default for Checker {
             deep: false,
             repro: None,
             consumer: crate::consumer::Choice::Infer,
+            consumers_known: None,
         }
     }
 }
@@ -147,6 +148,17 @@ impl Checker {
     /// (default: the consumers it is laid out for).
     pub fn consumer(mut self, choice: crate::consumer::Choice) -> Self {
         self.consumer = choice;
+        self
+    }
+    /// Folder mode: called with the folder, as its consumers see it, and
+    /// the consumers it is checked for, once it is read and before its runs
+    /// (an application starts the consumers' own generation there, so it
+    /// runs beside the check).
+    pub fn on_consumers(
+        mut self,
+        f: impl Fn(&std::path::Path, &crate::consumer::View<'_>, &[crate::consumer::Target]) + Send + Sync + 'static,
+    ) -> Self {
+        self.consumers_known = Some(Arc::new(f));
         self
     }
     /// Where the runtime steps run.

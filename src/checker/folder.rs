@@ -312,6 +312,12 @@ fn blame_encoder_crashes(files: &mut [FileReport]) {
 
 pub(super) fn run_folder(checker: &Checker, dir: &Path) -> Result<FolderReport, Error> {
     let folder = Folder::read(dir, None, checker.family.as_deref())?;
+    // The consumers' loading rules: what their own loaders refuse.
+    let view = crate::consumer::View::read(dir, &folder);
+    let consumers = crate::consumer::targets(&view, &checker.consumer);
+    if let Some(known) = &checker.consumers_known {
+        known(dir, &view, &consumers);
+    }
     let mut files = check_entries(checker, &folder)?;
     blame_encoder_crashes(&mut files);
     super::settle::settle_pair_halves(&mut files);
@@ -331,9 +337,6 @@ pub(super) fn run_folder(checker: &Checker, dir: &Path) -> Result<FolderReport, 
         let severity = if o.breaks { Severity::Error } else { Severity::Warning };
         findings.push(Finding::new(Code::OddFile, severity, format!("{} is {}", o.rel, o.problem)).tensor(&o.rel));
     }
-    // The consumers' loading rules: what their own loaders refuse.
-    let view = crate::consumer::View::read(dir, &folder);
-    let consumers = crate::consumer::targets(&view, &checker.consumer);
     findings.extend(crate::consumer::check(&view, &consumers));
     let model_type = folder.config.as_ref().and_then(|c| c.model_type.clone());
     let mut report =

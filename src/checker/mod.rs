@@ -101,7 +101,13 @@ pub struct Checker {
     repro: Option<(PathBuf, String)>,
     /// Folder mode: whose loading rules apply.
     consumer: crate::consumer::Choice,
+    /// Folder mode: told the folder's consumers as soon as it is read.
+    consumers_known: Option<ConsumersKnown>,
 }
+
+/// Told a folder's consumers as soon as it is read, before its runs (to
+/// start the consumers' own generation beside them).
+type ConsumersKnown = Arc<dyn Fn(&std::path::Path, &crate::consumer::View<'_>, &[crate::consumer::Target]) + Send + Sync>;
 
 /// Steps per run under [`Checker::deep`].
 pub const DEEP_STEPS: usize = 32;

@@ -40,6 +40,11 @@ pub(crate) struct CheckArgs {
     /// none, or auto (the consumers the folder is laid out for).
     #[arg(long, value_name = "CONSUMER", default_value = "auto")]
     consumer: onnx_contract::consumer::Choice,
+    /// The consumers' loading rules only: their own generation (genai,
+    /// transformers.js, optimum in a child each, beside the check) is not
+    /// run and compared. The variable takes 1/0, true/false, yes/no, on/off.
+    #[arg(long, env = "ONNX_CONTRACT_NO_CONSUMER_RUN", value_parser = clap::builder::BoolishValueParser::new())]
+    no_consumer_run: bool,
     /// Only the static signature check (no ONNX Runtime).
     #[arg(long)]
     static_only: bool,
@@ -204,12 +209,22 @@ pub(crate) fn run(mut args: CheckArgs, format: Format) -> Result<i32, Fail> {
         checker = checker.repro(dir, command);
     }
     if is_dir {
-        let mut report = checker.run_folder(&args.model)?;
-        // The consumer itself, generating from the folder, against the tool's reference.
-        if !args.static_only && !report.consumers.is_empty() {
+        // The consumers' own generation, started as soon as the folder is read so it runs beside the check.
+        let running = std::sync::Arc::new(std::sync::Mutex::new(None));
+        if !args.static_only && !args.no_consumer_run {
+            let slot = running.clone();
             let timeout = Duration::from_secs(args.timeout.min(300));
-            let found = onnx_contract::protocol::consumer::compare(&args.model, &report.consumers, timeout);
-            report.findings.extend(found);
+            checker = checker.on_consumers(move |dir, view, targets| {
+                let started = onnx_contract::protocol::consumer::start(dir, view, targets, timeout);
+                if let Ok(mut s) = slot.lock() {
+                    *s = Some(started);
+                }
+            });
+        }
+        let mut report = checker.run_folder(&args.model)?;
+        let started: Option<onnx_contract::protocol::consumer::Running> = running.lock().ok().and_then(|mut s| s.take());
+        if let Some(started) = started {
+            report.findings.extend(started.finish());
             if report.errors().next().is_some() {
                 report.verdict = onnx_contract::Verdict::Fail;
             }

@@ -18,6 +18,8 @@ pub(crate) enum Lang {
     /// The consumer's own call: transformers.js' from_pretrained + generate (Node).
     #[value(name = "transformers.js")]
     TransformersJs,
+    /// The consumer's own call: optimum's ORTModelForCausalLM + generate (Python, torch).
+    Optimum,
 }
 
 #[derive(clap::Args, Debug)]
@@ -26,7 +28,8 @@ pub(crate) struct ProtocolArgs {
     path: PathBuf,
     /// Write a program instead: python (onnxruntime + numpy), rust (ort 2 + ndarray) or js
     /// (onnxruntime-node); or the folder's consumer's own call: genai (onnxruntime-genai's
-    /// Generator loop) or transformers.js (from_pretrained + generate), the programs `check`
+    /// Generator loop), transformers.js (from_pretrained + generate) or optimum
+    /// (ORTModelForCausalLM + generate), the programs `check`
     /// runs to compare the consumer's tokens with the reference.
     #[arg(long, value_enum)]
     emit: Option<Lang>,
@@ -82,6 +85,8 @@ pub(crate) fn run(args: ProtocolArgs, json_out: bool) -> Result<i32, Fail> {
         Some(Lang::Genai) => emit(onnx_contract::protocol::consumer::GENAI),
         #[cfg(feature = "runtime")]
         Some(Lang::TransformersJs) => emit(onnx_contract::protocol::consumer::TRANSFORMERS_JS),
+        #[cfg(feature = "runtime")]
+        Some(Lang::Optimum) => emit(onnx_contract::protocol::consumer::OPTIMUM),
         Some(lang) => {
             let lang = match lang {
                 Lang::Python => onnx_contract::protocol::emit::Lang::Python,
@@ -129,11 +134,13 @@ fn consumer_calls(path: &std::path::Path) -> String {
             Consumer::Genai => ("genai", "generate.py", "python3 generate.py"),
             // PKG: the @huggingface/transformers package folder (node_modules/@huggingface/transformers).
             Consumer::TransformersJs => ("transformers.js", "generate.mjs", "node generate.mjs PKG"),
+            // Not optimum.py: a program named like its package would shadow it.
+            Consumer::Optimum => ("optimum", "generate_optimum.py", "python3 generate_optimum.py"),
             _ => continue,
         };
         out.push_str(&format!(
             "the consumer's own call ({}):\n  onnx-contract protocol DIR --emit {flag} > {file}\n  {run} DIR '[1, 3, 14, 15]' 16\n",
-            t.describe()
+            t.consumer.rules_from(t.major)
         ));
     }
     out

@@ -127,6 +127,20 @@ impl<'a> View<'a> {
             }
         })
     }
+
+    /// Whether every ONNX file is a text decoder without an encoder side or
+    /// an embeddings input: the folders a consumer's causal-LM class
+    /// generates from with token ids alone.
+    pub fn text_decoder_only(&self) -> bool {
+        let text = |m: &ModelFile<'_>| {
+            let names = || m.sig.inputs.iter().map(|i| i.name.as_str());
+            names().any(|n| n == "input_ids") && !names().any(|n| n.contains("encoder") || n.contains("inputs_embeds"))
+        };
+        !self.models.is_empty()
+            && self.models.iter().all(|m| {
+                matches!(m.role, Role::DecoderOnly | Role::DecoderOnlyNoCache | Role::MergedDecoder) && text(m)
+            })
+    }
 }
 
 /// Every integer in `v` (a number or a list of numbers).

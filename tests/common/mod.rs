@@ -26,8 +26,14 @@ pub fn bin() -> Command {
     c.current_dir(root());
     // The transformers.js tests/setup.sh installs: the consumer `check` runs on its folders.
     c.env("TRANSFORMERS_JS_DIR", root().join("tests/callers/node_modules/@huggingface/transformers"));
+    // The consumers' own generation is tested in tests/consumers.rs; elsewhere
+    // it would only add a torch import per optimum folder.
+    c.env(NO_CONSUMER_RUN, "1");
     c
 }
+
+/// Set by [`bin`]: `check` leaves out the consumers' own generation.
+pub const NO_CONSUMER_RUN: &str = "ONNX_CONTRACT_NO_CONSUMER_RUN";
 
 pub fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run onnx-contract")
