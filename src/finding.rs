@@ -29,7 +29,7 @@ impl fmt::Display for Severity {
 
 macro_rules! codes {
     ($($variant:ident = $code:literal: $doc:literal,)*) => {
-        /// Stable finding codes. Never renumber or reuse one; the README lists them.
+        /// Stable finding codes. Never renumber or reuse one; docs/findings.md lists them.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[non_exhaustive]
         pub enum Code { $(#[doc = $doc] $variant,)* }
@@ -125,6 +125,9 @@ codes! {
     ConsumerRun = "consumer-run": "The consumer itself, run on the folder (onnxruntime-genai's Generator, transformers.js' generate), fails, or its greedy tokens depart from the model's uncached reference from the same prompt (information when they agree).",
     ConsumerNotRun = "consumer-not-run": "The consumer's own generation was not run (not installed here, a form not compared yet): said with how to install it, never a silent pass.",
     ConsumerConfig = "consumer-config": "A consumer config field the consumer does not accept (an unknown genai model type, a malformed transformers.js_config).",
+    ConfigScale = "config-scale": "A multiplier config.json says the model applies is not the one the graph applies (Granite's embedding_multiplier and logits_scaling, Cohere's logit_scale, Gemma's embedding normalizer √hidden_size, MiniCPM's scale_emb): read off the graph's own constants between the token embedding's Gather (or the head's MatMul) and the next computing node, compared at the precision the graph stores them in.",
+    Alibi = "alibi": "The graph's ALiBi slopes (one per head, the attention bias per token of distance) are not those config.json's head count gives (BLOOM's and Falcon's build_alibi_tensor, MPT's build_alibi_bias): read off the graph's own slope constant, with the first head and the bias difference at the model's length.",
+    ConfigUnaudited = "config-unaudited": "config.json states a multiplier or ALiBi, but the graph's could not be read (the values computed at run time, a quantized head, an unknown operator on the way): said with why, never guessed.",
 }
 
 impl Serialize for Code {

@@ -14,7 +14,7 @@ impl JsonSchema for Code {
     }
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         let names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
-        json_schema!({ "type": "string", "enum": names, "description": "A stable finding code (README: Finding codes)." })
+        json_schema!({ "type": "string", "enum": names, "description": "A stable finding code (docs/findings.md)." })
     }
 }
 

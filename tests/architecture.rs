@@ -1,4 +1,4 @@
-//! The house the README describes ("Where things are"), checked on the
+//! The house docs/architecture.md describes ("Where things are"), checked on the
 //! source: every room of `src/` stands on a floor and imports only rooms on
 //! floors below it; no two files import each other; no source file is longer
 //! than 500 lines; `main.rs` only parses, dispatches and maps the exit code.
@@ -206,7 +206,7 @@ fn every_room_stands_on_a_floor_and_imports_only_rooms_below() {
             }
         }
     }
-    assert!(unplaced.is_empty(), "rooms on no floor (add them to FLOORS and to the README): {unplaced:?}");
+    assert!(unplaced.is_empty(), "rooms on no floor (add them to FLOORS and to docs/architecture.md): {unplaced:?}");
     assert!(upward.is_empty(), "imports from a room to a room on its floor or above:\n{}", upward.join("\n"));
     // The scanner sees the imports it must see, so an empty list above means something.
     let sees = |from: &[&str], to: &[&str]| {
@@ -268,10 +268,13 @@ fn main_only_parses_dispatches_and_maps_the_exit_code() {
     assert!(check.contains("Checker::new()"), "check builds a Checker");
 }
 
+/// docs/architecture.md ("Where things are") names every room of `src/`,
+/// and every room `FLOORS` names is in `src/`.
 #[test]
 fn the_readme_names_every_room() {
-    let readme = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let section = readme.split("## Where things are").nth(1).expect("README has a \"Where things are\" section");
+    let page = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md")).unwrap();
+    let section =
+        page.split("# Where things are").nth(1).expect("docs/architecture.md has a \"Where things are\" section");
     let section = section.split("\n## ").next().unwrap();
     let mut rooms: BTreeSet<String> = BTreeSet::new();
     for e in std::fs::read_dir(src()).unwrap() {
@@ -280,7 +283,7 @@ fn the_readme_names_every_room() {
         rooms.insert(if p.is_dir() { format!("src/{name}/") } else { format!("src/{name}") });
     }
     let missing: Vec<&String> = rooms.iter().filter(|r| !section.contains(&format!("`{r}`"))).collect();
-    assert!(missing.is_empty(), "rooms the README's \"Where things are\" does not name: {missing:?}");
+    assert!(missing.is_empty(), "rooms docs/architecture.md's \"Where things are\" does not name: {missing:?}");
     for room in FLOORS.iter().flat_map(|f| f.iter()) {
         let named = rooms.iter().any(|r| r == &format!("src/{room}/") || r == &format!("src/{room}.rs"));
         assert!(named, "FLOORS names `{room}`, which is not in src/");

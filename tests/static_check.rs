@@ -230,13 +230,29 @@ fn json_reports_have_the_documented_shape() {
     assert_eq!(report["findings"][1]["tensor"], "past_key_values.{0..5}.encoder.{key,value}");
 }
 
+/// The finding-code table of docs/findings.md is `Code::ALL` written out (its
+/// order, names and sentences): the text between the markers must equal it;
+/// with `UPDATE_DOCS` set, the test rewrites it instead.
 #[test]
-fn every_finding_code_is_documented_in_the_readme() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    for c in Code::ALL {
-        let row = format!("| `{}` | {} |", c.as_str(), c.doc());
-        assert!(readme.contains(&row), "README lacks the row: {row}");
+fn the_finding_code_table_is_generated_from_the_code() {
+    const BEGIN: &str = "<!-- finding codes: generated from src/finding.rs by tests/static_check.rs; \
+                         UPDATE_DOCS=1 cargo test --test static_check rewrites it -->";
+    const END: &str = "<!-- end of finding codes -->";
+    let rows: String = Code::ALL.iter().map(|c| format!("| `{}` | {} |\n", c.as_str(), c.doc())).collect();
+    let table = format!("\n\n| code | meaning |\n|---|---|\n{rows}\n");
+    let path = root().join("docs").join("findings.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.find(BEGIN).expect("docs/findings.md has the start marker of the finding codes") + BEGIN.len();
+    let end = start + text[start..].find(END).expect("docs/findings.md has the end marker of the finding codes");
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, format!("{}{table}{}", &text[..start], &text[end..])).unwrap();
+        return;
     }
+    assert!(
+        text[start..end] == table,
+        "docs/findings.md's finding-code table is not Code::ALL's: UPDATE_DOCS=1 cargo test --test static_check \
+         rewrites it; it should read:{table}"
+    );
 }
 
 #[test]

@@ -48,6 +48,7 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
     if matches!(e.role, Role::MergedDecoder | Role::DecoderOnly | Role::DecoderWithPast | Role::DecoderOnlyNoCache) {
         setup.rope = folder.rope.clone().and_then(Result::ok);
         setup.softcap = folder.softcap;
+        setup.scales = folder.scales.clone();
     }
     let text = match e.role {
         // optimum's `merge_decoders` of a decoder-only pair: no encoder at all.

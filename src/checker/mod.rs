@@ -74,6 +74,8 @@ struct Setup {
     rope: Option<crate::folder::rope::Rope>,
     /// config.json's `final_logit_softcapping`: every logit within ± it.
     softcap: Option<f64>,
+    /// The multipliers and ALiBi slopes config.json states, audited against the graph's.
+    scales: Option<crate::folder::scales::Scales>,
 }
 
 /// Builds and runs a check. Defaults: 4 steps, batch 1, seed 0, the runtime
@@ -107,7 +109,8 @@ pub struct Checker {
 
 /// Told a folder's consumers as soon as it is read, before its runs (to
 /// start the consumers' own generation beside them).
-type ConsumersKnown = Arc<dyn Fn(&std::path::Path, &crate::consumer::View<'_>, &[crate::consumer::Target]) + Send + Sync>;
+type ConsumersKnown =
+    Arc<dyn Fn(&std::path::Path, &crate::consumer::View<'_>, &[crate::consumer::Target]) + Send + Sync>;
 
 /// Steps per run under [`Checker::deep`].
 pub const DEEP_STEPS: usize = 32;
@@ -332,6 +335,7 @@ impl Checker {
                     .is_some_and(|d| !matches!(d, crate::model::signature::Dim::Fixed(_))),
             rope: setup.rope.clone(),
             softcap: setup.softcap,
+            scales: setup.scales.clone(),
             repro: self.repro_to(),
             ..Default::default()
         };

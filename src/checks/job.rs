@@ -95,6 +95,23 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
     if let Some(rope) = job.options.rope.clone().filter(|_| job.plan.family != crate::plan::Family::EncoderOnly) {
         crate::checks::rotary::audit(&mut ctx, &rope, emit);
     }
+    // What config.json says the model multiplies by: read off the graph's own constants.
+    if let Some(scales) = job.options.scales.clone().filter(|_| job.plan.family != crate::plan::Family::EncoderOnly) {
+        let dir = job.model.parent().unwrap_or(std::path::Path::new("."));
+        let (what, issues) = match std::fs::read(&job.model) {
+            Ok(bytes) => crate::checks::scales::audit(
+                &bytes,
+                dir,
+                job.plan.branch_flag.as_deref(),
+                &scales,
+                &job.plan.logits,
+                &job.plan.input_ids,
+                job.options.rope.as_ref().and_then(|r| r.max_positions),
+            ),
+            Err(e) => (format!("config audit: {}: {e}", job.model.display()), Vec::new()),
+        };
+        emit(Event::Probe { what, issues });
+    }
     if let Some((reference, ref_plan)) = job.options.compare_to.clone() {
         crate::checks::variant::compare(&mut ctx, &reference, &ref_plan, emit);
     }

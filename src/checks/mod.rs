@@ -4,8 +4,9 @@
 //! prompt batches (`batch`) and padded source batches (`source_batch`),
 //! several tokens onto a non-empty cache (`chunk`), fixed buffers written in
 //! place (`buffer`),
-//! variants against fp32 (`variant`), optimization levels (`levels`) and
-//! sliding windows (`window`). `job` is what the child process runs: these
+//! variants against fp32 (`variant`), optimization levels (`levels`),
+//! sliding windows (`window`), and config.json's rotary embedding (`rotary`)
+//! and multipliers and ALiBi slopes (`scales`) against the graph's. `job` is what the child process runs: these
 //! checks in order, or the recorded calls of a `replay`, or a reference
 //! generation for `protocol`.
 
@@ -13,6 +14,7 @@ pub(crate) mod batch;
 pub(crate) mod buffer;
 pub(crate) mod cache;
 pub(crate) mod chunk;
+mod constants;
 pub(crate) mod encoder_only;
 pub(crate) mod experiments;
 pub(crate) mod job;
@@ -21,6 +23,7 @@ pub(crate) mod positions;
 pub(crate) mod repeatability;
 pub(crate) mod rotary;
 mod rotary_tables;
+pub(crate) mod scales;
 pub(crate) mod smoke;
 pub(crate) mod source_batch;
 pub(crate) mod step;

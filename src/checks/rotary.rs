@@ -212,24 +212,29 @@ fn measure(
     }
     let last = (len - 1) as usize;
     let width = row.shape()[1];
-    // emb = cat(freqs, freqs): the first half holds every frequency once.
-    let half = if width % 2 == 0 && (0..width / 2).all(|i| row[[last, i]] == row[[last, i + width / 2]]) {
-        width / 2
+    // emb = cat(freqs, freqs): the first half holds every frequency once;
+    // interleaved (Cohere, GPT-J: repeat_interleave): every other does.
+    let even = width % 2 == 0;
+    let freqs = if even && (0..width / 2).all(|i| row[[last, i]] == row[[last, i + width / 2]]) {
+        (0..width / 2).map(|i| f64::from(row[[last, i]]) / last as f64).collect()
+    } else if even && (0..width / 2).all(|i| row[[last, 2 * i]] == row[[last, 2 * i + 1]]) {
+        (0..width / 2).map(|i| f64::from(row[[last, 2 * i]]) / last as f64).collect()
     } else {
-        width
+        (0..width).map(|i| f64::from(row[[last, i]]) / last as f64).collect()
     };
-    let freqs = (0..half).map(|i| f64::from(row[[last, i]]) / last as f64).collect();
     let scale = match scaled.and_then(|s| out.floats.get(s)) {
         Some(c) => f64::from(*c.iter().next().ok_or("an empty cos")?),
         None => 1.0,
     };
     // Angles computed in float16 (a converted variant) carry its precision.
     let dtype = out.infos.iter().find(|i| i.name == angles).map(|i| i.dtype);
-    let tol = match dtype {
+    let tol: f64 = match dtype {
         Some(crate::model::signature::ElemType::F16) => 4e-3,
         Some(crate::model::signature::ElemType::BF16) => 3e-2,
         _ => 1e-4,
     };
+    // Frequencies stored in float16 and cast up carry its rounding too.
+    let tol = tol.max(crate::checks::constants::stored_tolerance(&reduced));
     Ok(Measured { freqs, scale, tol })
 }
 

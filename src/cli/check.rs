@@ -222,12 +222,12 @@ pub(crate) fn run(mut args: CheckArgs, format: Format) -> Result<i32, Fail> {
             });
         }
         let mut report = checker.run_folder(&args.model)?;
-        let started: Option<onnx_contract::protocol::consumer::Running> = running.lock().ok().and_then(|mut s| s.take());
+        let started: Option<onnx_contract::protocol::consumer::Running> =
+            running.lock().ok().and_then(|mut s| s.take());
         if let Some(started) = started {
-            report.findings.extend(started.finish());
-            if report.errors().next().is_some() {
-                report.verdict = onnx_contract::Verdict::Fail;
-            }
+            let found = started.finish();
+            report.findings.extend(found.iter().cloned());
+            onnx_contract::protocol::consumer::settle(&mut report, &found);
         }
         if args.remedy || args.fix_out.is_some() {
             remedies(&plain, &mut report, &args.model, args.fix_out.as_deref())?;

@@ -50,6 +50,10 @@ fn tjs_config<'v>(view: &'v View<'_>) -> Option<&'v serde_json::Map<String, Valu
 /// when the folder's form is not one whose files are fixed by the class
 /// (multimodal and audio classes name their own).
 fn sessions(view: &View<'_>, major: u32) -> Option<(Vec<&'static str>, String)> {
+    // No readable model (each unreadable one is named as such): no form to tell.
+    if view.models.is_empty() {
+        return None;
+    }
     let has = |r: Role| view.models.iter().any(|m| m.role == r);
     // A decoder fed embeddings belongs to a multimodal class, which names its own files.
     let embeds = view
@@ -107,6 +111,21 @@ fn dtypes(view: &View<'_>) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// The decoder file `from_pretrained` opens on Node's CPU at the dtype the
+/// config selects (`src/utils/model_registry/get_model_files.js:
+/// add_model_file`: the per-file dtype, else the global one, else fp32),
+/// relative to the folder: the file its own generation runs.
+pub fn loaded_decoder(view: &View<'_>, major: u32) -> Option<String> {
+    let (stems, _) = sessions(view, major)?;
+    let stem = stems.iter().find(|s| s.contains("decoder") || **s == "model")?;
+    let dtype = match tjs_config(view).and_then(|c| c.get("dtype")) {
+        Some(Value::String(d)) => d.clone(),
+        Some(Value::Object(m)) => m.get(*stem).and_then(Value::as_str).unwrap_or("fp32").to_string(),
+        _ => "fp32".into(),
+    };
+    Some(format!("onnx/{stem}{}.onnx", suffix_of(&dtype).unwrap_or("")))
 }
 
 /// Every loading rule, on `view`, as transformers.js `major` loads it.
@@ -182,15 +201,17 @@ fn layout_and_dtypes(view: &View<'_>, major: u32) -> Vec<Finding> {
 /// one, a number that many chunks, an object per file; `src/utils/hub.js`
 /// names them `<file>.onnx_data`, `<file>.onnx_data_1`, …).
 fn chunks(view: &View<'_>, m: &ModelFile<'_>) -> usize {
-    let stem = m.rel.trim_start_matches("onnx/").trim_end_matches(".onnx");
     let v = tjs_config(view).and_then(|c| c.get("use_external_data_format"));
     let n = |v: &Value| match v {
         Value::Bool(b) => usize::from(*b),
         Value::Number(n) => n.as_u64().unwrap_or(0).min(100) as usize,
         _ => 0,
     };
+    // `src/utils/model-loader.js: resolveExternalDataFormat(config, fullName,
+    // fileName)`: the file's full name (`model_fp16.onnx`), else the session's (`model`).
+    let full = m.rel.trim_start_matches("onnx/");
     match v {
-        Some(Value::Object(map)) => map.get(stem).or_else(|| map.get(m.base)).map_or(0, n),
+        Some(Value::Object(map)) => map.get(full).or_else(|| map.get(m.base)).map_or(0, n),
         Some(v) => n(v),
         None => 0,
     }
@@ -233,11 +254,12 @@ fn external_data(view: &View<'_>) -> Vec<Finding> {
                 derived.join(", ")
             )
         };
+        // Node's transformers.js loads it (measured: ONNX Runtime reads what the file names): a warning.
         out.push(
-            Finding::error(
+            Finding::warning(
                 Code::ConsumerFile,
                 format!(
-                    "{} keeps its weights in {}; {said}: loading fails (ModelFileNotFoundError / ONNX Runtime cannot find the data); save the external data as {file}_data and set use_external_data_format",
+                    "{} keeps its weights in {}; {said}: in a browser loading fails (ModelFileNotFoundError / ONNX Runtime cannot find the data); save the external data as {file}_data and set use_external_data_format",
                     m.rel,
                     stray.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", "),
                 ),

@@ -84,6 +84,9 @@ pub struct Options {
     /// config.json's `final_logit_softcapping`: every logit of the run within ± it.
     #[serde(default)]
     pub softcap: Option<f64>,
+    /// The multipliers and ALiBi slopes config.json states, audited against the graph's constants.
+    #[serde(default)]
+    pub scales: Option<crate::folder::scales::Scales>,
     /// Codebooks of a multi-codebook folder: the rows a helper's `…num_codebooks` axis holds per batch item.
     #[serde(default)]
     pub codebooks: Option<i64>,
@@ -214,6 +217,7 @@ impl Default for Options {
             cut_step: None,
             crash_repro: None,
             softcap: None,
+            scales: None,
             repro: None,
         }
     }

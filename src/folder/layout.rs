@@ -42,6 +42,8 @@ pub struct Layout {
     pub rope: Option<Result<crate::folder::rope::Rope, String>>,
     /// config.json's `final_logit_softcapping`.
     pub softcap: Option<f64>,
+    /// The multipliers and ALiBi slopes config.json states beyond rope.
+    pub scales: Option<crate::folder::scales::Scales>,
 }
 
 /// The file whose signature sizes the folder when config.json is silent:
@@ -70,9 +72,30 @@ impl Layout {
     /// `forced` names a built-in family contract to use instead of config.json's.
     pub fn read(dir: &Path, only: Option<&Path>, forced: Option<&str>) -> Result<Layout, Error> {
         let mut entries = Vec::new();
-        let (files, odd) = crate::folder::discover::discover_all(dir)?;
+        let (files, mut odd) = crate::folder::discover::discover_all(dir)?;
         for file in files {
-            let sig = crate::model::reader::read_usable_signature(&file.path)?;
+            let sig = match crate::model::reader::read_usable_signature(&file.path) {
+                // Weights missing beside one file: that file fails, named; the rest is checked.
+                Err(Error::ExternalData { problems, .. }) if only.is_none() => {
+                    // One line per missing file, not per tensor (`tensor `x`: external data file `f` is missing`).
+                    let mut files: Vec<&str> = Vec::new();
+                    let all: Vec<&str> = problems.split("; ").collect();
+                    for p in &all {
+                        let what = p.split_once("`: ").map_or(*p, |(_, w)| w);
+                        if !files.contains(&what) {
+                            files.push(what);
+                        }
+                    }
+                    let problem = format!(
+                        "a model whose weights are missing, so no runtime can load it ({} tensors): {}",
+                        all.len(),
+                        files.join("; ")
+                    );
+                    odd.push(crate::folder::discover::OddFile { rel: file.rel.clone(), problem, breaks: true });
+                    continue;
+                }
+                r => r?,
+            };
             let role = role_of(&sig);
             entries.push(Entry { file, sig, role });
         }
@@ -100,7 +123,8 @@ impl Layout {
         let sizes =
             sizes::resolve(&stated(config.as_ref(), genai.as_ref()), main.map(|e| (e.file.rel.as_str(), &e.sig)));
         let (rope, softcap) = (crate::folder::rope::read(dir), crate::folder::rope::logit_softcap(dir));
-        Ok(Layout { entries, config, genai, family, sizes, odd, rope, softcap })
+        let scales = crate::folder::scales::read(dir);
+        Ok(Layout { entries, config, genai, family, sizes, odd, rope, softcap, scales })
     }
 
     /// One file judged alone (its folder holds broken neighbours).
@@ -120,8 +144,9 @@ impl Layout {
         let family = family_of(forced, config.as_ref().and_then(|c| c.model_type.as_deref()), seq2seq);
         let sizes = sizes::resolve(&stated(config.as_ref(), genai.as_ref()), Some((&file.rel, &sig)));
         let (rope, softcap) = (crate::folder::rope::read(dir), crate::folder::rope::logit_softcap(dir));
+        let scales = crate::folder::scales::read(dir);
         let entries = vec![Entry { file, sig, role }];
-        Ok(Layout { entries, config, genai, family, sizes, odd: Vec::new(), rope, softcap })
+        Ok(Layout { entries, config, genai, family, sizes, odd: Vec::new(), rope, softcap, scales })
     }
 
     /// Whether the folder's encoder computes every cross-attention past of `e`

@@ -12,6 +12,7 @@ pub mod init;
 pub mod layout;
 pub mod roles;
 pub mod rope;
+pub mod scales;
 pub mod sizes;
 pub mod summary;
 pub mod window;

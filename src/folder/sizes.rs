@@ -117,9 +117,13 @@ pub fn mismatches(config: &ModelConfig, file: &str, sig: &Signature) -> Vec<Find
     for (input, (table, rows)) in sig.token_rows.iter().filter(|(n, _)| is_token(n)) {
         let mut seen = std::collections::BTreeSet::new();
         for t in config.fed_tokens.iter().filter(|t| t.value >= *rows && seen.insert(&t.source)) {
+            // genai never feeds genai_config.json's bos itself (its tokenizer adds the
+            // tokenizer's own): only a caller copying it would (onnxruntime-genai 0.18, measured).
+            let unfed = t.source.starts_with("genai_config.json") && t.source.contains("bos_token_id");
             out.push(
-                Finding::error(
+                Finding::new(
                     Code::ConfigMismatch,
+                    if unfed { crate::finding::Severity::Warning } else { crate::finding::Severity::Error },
                     format!(
                         "{} = {} is not a row of {file}'s token embedding (`{table}`, {rows} rows, read by `{input}`)",
                         t.source, t.value

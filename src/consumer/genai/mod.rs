@@ -360,10 +360,16 @@ fn lengths(g: &Value, rel: &str, sig: &Signature) -> Option<Finding> {
         Some(m) => ("search.max_length", m),
         None => ("model.context_length", at(g, "model.context_length").and_then(Value::as_i64)?),
     };
-    (n > *rows).then(|| {
-        Finding::error(Code::ConsumerLength, format!("genai_config.json: {key} = {n}, but {rel}'s rotary table `{table}` has {rows} rows: generation is right up to {rows} tokens and then fails in GroupQueryAttention (\"cos_cache dimension 0 shall not be less than total_sequence_length\"); set it to at most {rows}, or re-export with longer tables"))
-            .tensor(key)
-    })
+    if n > *rows {
+        return Some(Finding::error(Code::ConsumerLength, format!("genai_config.json: {key} = {n}, but {rel}'s rotary table `{table}` has {rows} rows: generation is right up to {rows} tokens and then fails in GroupQueryAttention (\"cos_cache dimension 0 shall not be less than total_sequence_length\"); set it to at most {rows}, or re-export with longer tables"))
+            .tensor(key));
+    }
+    // The folder's own max_length fits, but genai accepts any caller's up to
+    // context_length (`src/generators.cpp`: max_length > context_length is refused):
+    // a caller raising it past the rows fails mid-generation instead of being refused.
+    let context = at(g, "model.context_length").and_then(Value::as_i64).filter(|&c| c > *rows)?;
+    Some(Finding::warning(Code::ConsumerLength, format!("genai_config.json: model.context_length = {context}, but {rel}'s rotary table `{table}` has {rows} rows: genai accepts any search.max_length up to {context}, and a caller setting one past {rows} gets {rows} right tokens and then a failure in GroupQueryAttention (\"cos_cache dimension 0 shall not be less than total_sequence_length\") instead of a refusal; set context_length to at most {rows}"))
+        .tensor("model.context_length"))
 }
 
 /// `search.past_present_share_buffer` binds each past and its present to one

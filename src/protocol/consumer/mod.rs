@@ -10,6 +10,9 @@
 //! programs go to the system's temporary folder).
 
 mod child;
+mod settle;
+
+pub use settle::settle;
 
 use crate::consumer::{Consumer, Target, View};
 use crate::finding::{Code, Finding, Severity};
@@ -165,7 +168,9 @@ fn name(c: Consumer) -> &'static str {
 pub struct Running {
     dir: PathBuf,
     ids: Vec<i64>,
-    pending: Vec<(Consumer, Pending)>,
+    /// Each consumer started, the decoder file it opens when that is not
+    /// the folder's own first (a transformers.js dtype variant), and its program.
+    pending: Vec<(Consumer, Option<String>, Pending)>,
     /// Said instead of running (a folder no consumer program generates from).
     note: Option<String>,
 }
@@ -194,7 +199,17 @@ pub fn start(dir: &Path, view: &View<'_>, targets: &[Target], timeout: Duration)
     }
     let vocab = view.logits_width().or_else(|| view.config_value("vocab_size").and_then(|v| v.as_i64())).unwrap_or(16);
     r.ids = [1, 3, 14, 15].iter().map(|i| i % vocab.max(1)).collect();
-    r.pending = runnable.into_iter().map(|c| (c, start_one(c, dir, &r.ids, timeout))).collect();
+    r.pending = targets
+        .iter()
+        .filter(runs)
+        .map(|t| {
+            let file = match t.consumer {
+                Consumer::TransformersJs => crate::consumer::transformers_js::loaded_decoder(view, t.major),
+                _ => None,
+            };
+            (t.consumer, file, start_one(t.consumer, dir, &r.ids, timeout))
+        })
+        .collect();
     r
 }
 
@@ -210,19 +225,24 @@ impl Running {
         let p = match super::describe(dir) {
             Ok(p) => p,
             Err(e) => {
-                self.pending.into_iter().for_each(|(_, p)| p.stop());
+                self.pending.into_iter().for_each(|(_, _, p)| p.stop());
                 out.push(info(format!("the consumers' own generation was not compared: the folder's protocol: {e}")));
                 return out;
             }
         };
         let Some(plan) = text_decoder(&p) else {
-            self.pending.into_iter().for_each(|(_, p)| p.stop());
-            out.push(info("the consumers' own generation was not compared: no text decoder-only loop in the folder's protocol".into()));
+            self.pending.into_iter().for_each(|(_, _, p)| p.stop());
+            out.push(info(
+                "the consumers' own generation was not compared: no text decoder-only loop in the folder's protocol"
+                    .into(),
+            ));
             return out;
         };
         let ids = self.ids;
-        let mut reference = None;
-        for (c, pending) in self.pending {
+        // The uncached reference of each file a consumer opened, run once.
+        let mut references: Vec<(Option<String>, Result<Reference, String>, crate::plan::numeric::Tolerance)> =
+            Vec::new();
+        for (c, file, pending) in self.pending {
             let who = name(c);
             let ran = match pending.answer() {
                 Ok(r) => r,
@@ -243,21 +263,47 @@ impl Running {
                 let at = ran.stage.map(|s| format!(" at {s}")).unwrap_or_default();
                 out.push(Finding::error(
                     Code::ConsumerRun,
-                    format!(
-                        "{who} fails on this folder{at}: {}",
-                        one_line(&ran.error.unwrap_or_default())
-                    ),
+                    format!("{who} fails on this folder{at}: {}", one_line(&ran.error.unwrap_or_default())),
                 ));
                 continue;
             }
-            // The reference once, for every consumer that ran.
-            let r = reference.get_or_insert_with(|| {
-                super::reference::generate(&p, dir, ids.clone(), None, NEW_TOKENS, false, Some(1))
-                    .map(|(r, top, _)| (r, top))
-            });
-            out.push(against_reference(r, &plan.tolerance, &ids, who, &ran.tokens));
+            // The file the consumer opened, when the folder has it and it is not the protocol's own.
+            let first = p.loops.iter().find(|l| l.form != "with-past-alone").map(|l| l.later_file.as_str());
+            let file = file.filter(|f| dir.join(f).is_file() && Some(f.as_str()) != first);
+            if !references.iter().any(|(f, _, _)| *f == file) {
+                let (r, tolerance) = match &file {
+                    None => (
+                        super::reference::generate(&p, dir, ids.clone(), None, NEW_TOKENS, false, Some(1)),
+                        plan.tolerance.clone(),
+                    ),
+                    Some(f) => reference_of_file(&dir.join(f), &ids, &plan.tolerance),
+                };
+                references.push((file.clone(), r.map(|(r, top, _)| (r, top)), tolerance));
+            }
+            let Some((_, r, tolerance)) = references.iter().find(|(f, _, _)| *f == file) else { continue };
+            let who = match &file {
+                Some(f) => format!("{who} (opening {f})"),
+                None => who.to_string(),
+            };
+            out.push(against_reference(r, tolerance, &ids, &who, &ran.tokens));
         }
         out
+    }
+}
+
+/// The uncached reference of one file of the folder (a dtype variant a
+/// consumer opens), with the tolerance of its numeric form.
+fn reference_of_file(
+    path: &Path,
+    ids: &[i64],
+    fallback: &crate::plan::numeric::Tolerance,
+) -> (Result<super::reference::Generated, String>, crate::plan::numeric::Tolerance) {
+    match super::describe(path) {
+        Ok(p) => {
+            let tolerance = text_decoder(&p).map_or_else(|| fallback.clone(), |pl| pl.tolerance.clone());
+            (super::reference::generate(&p, path, ids.to_vec(), None, NEW_TOKENS, false, Some(1)), tolerance)
+        }
+        Err(e) => (Err(format!("{}: {e}", path.display())), fallback.clone()),
     }
 }
 
