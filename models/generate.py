@@ -67,6 +67,15 @@ Each fixture isolates one situation from ../shared/context/field-notes.md:
                         and differs from hidden_size / num_attention_heads (32/4 =
                         8); 1 KV head, so the past is [batch, 1, seq, 16].
                         optimum's Gemma export has no position_ids input.
+  marian-tiny-source/, llama-tiny-source/   the transformers checkpoints
+                        marian-tiny and llama-tiny were exported from (the same
+                        seeded model objects: marian_model(), llama_model()),
+                        written by save_pretrained(safe_serialization=True):
+                        config.json, model.safetensors, generation_config.json
+                        (marian's with num_beams 4, as marian-tiny's). The
+                        reference for `check DIR --source DIR`. Writing them does
+                        not touch marian-tiny or llama-tiny: run them alone
+                        (`generate.py marian-tiny-source llama-tiny-source`).
 
 Every folder has config.json and generation_config.json, written by
 transformers (config.save_pretrained and
@@ -149,14 +158,41 @@ def export_optimum(model, task, out: Path, keep, onnx_dir=None):
             shutil.copy(Path(tmp) / name, dest / name)
 
 
+MARIAN_NUM_BEAMS = 4  # Helsinki-NLP's opus-mt models ask for beam search
+
+
 def gen_marian_tiny():
     export_optimum(marian_model(), "text2text-generation-with-past", OUT / "marian-tiny", SEQ2SEQ_FILES)
     # Helsinki-NLP's opus-mt models ask for beam search (num_beams 4): the
     # emitted programs and `protocol` follow generation_config.json.
     gen = OUT / "marian-tiny" / "generation_config.json"
     config = json.loads(gen.read_text())
-    config["num_beams"] = 4
+    config["num_beams"] = MARIAN_NUM_BEAMS
     gen.write_text(json.dumps(config, indent=2) + "\n")
+
+
+SOURCE_FILES = {"config.json", "generation_config.json", "model.safetensors"}
+
+
+def save_source(model, out: Path):
+    """The checkpoint a fixture was exported from, as save_pretrained writes
+    it (safetensors): config.json, model.safetensors, generation_config.json.
+    The folder is removed first, so nothing stale survives."""
+    if out.exists():
+        shutil.rmtree(out)
+    model.save_pretrained(out, safe_serialization=True)
+    written = {p.name for p in out.iterdir()}
+    assert written <= SOURCE_FILES and {"config.json", "model.safetensors"} <= written, written
+    for p in sorted(out.iterdir()):
+        assert p.stat().st_size < 3_000_000, p
+
+
+def gen_marian_tiny_source():
+    """marian-tiny's model (marian_model(), sdpa: the object gen_marian_tiny
+    exports), generation_config with marian-tiny's num_beams."""
+    model = marian_model()
+    model.generation_config.num_beams = MARIAN_NUM_BEAMS
+    save_source(model, OUT / "marian-tiny-source")
 
 
 class SelfPastOnlyDecoder(torch.nn.Module):
@@ -436,10 +472,19 @@ def _tiny_decoder_only(name, model):
     export_optimum(model, "text-generation-with-past", OUT / name, ["model.onnx"])
 
 
-def gen_llama_tiny():
+def llama_model():
     torch.manual_seed(SEED)
     cfg = transformers.LlamaConfig(vocab_size=1000, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-    _tiny_decoder_only("llama-tiny", transformers.LlamaForCausalLM(cfg).eval())
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+def gen_llama_tiny():
+    _tiny_decoder_only("llama-tiny", llama_model())
+
+
+def gen_llama_tiny_source():
+    """llama-tiny's model (llama_model(), the object gen_llama_tiny exports)."""
+    save_source(llama_model(), OUT / "llama-tiny-source")
 
 
 def gen_qwen2_tiny():
@@ -501,6 +546,7 @@ def gen_gpt2_position_bug():
 
 GENERATORS = {
     "marian-tiny": gen_marian_tiny,
+    "marian-tiny-source": gen_marian_tiny_source,
     "marian-15-inputs": gen_marian_15_inputs,
     "gpt2-tiny": gen_gpt2_tiny,
     "marian-baked-past": gen_marian_baked_past,
@@ -508,6 +554,7 @@ GENERATORS = {
     "t5-tiny": gen_t5_tiny,
     "whisper-tiny": gen_whisper_tiny,
     "llama-tiny": gen_llama_tiny,
+    "llama-tiny-source": gen_llama_tiny_source,
     "qwen2-tiny": gen_qwen2_tiny,
     "gpt2-position-bug": gen_gpt2_position_bug,
     "marian-pair-baked-past": gen_marian_pair_baked_past,

@@ -10,9 +10,15 @@ PyTorch built from the folder's OWN config.json with the same weights.
     python3 models/generate_semantics.py --verify-only [--out DIR] [NAME ...]
 
 Default: all 8 folders, then models/semantics-expected.json (written only by a
-full run: all folders, generated and verified). Versions: torch 2.9.1,
-transformers 4.57.6, optimum 2.1.0 + optimum-onnx 0.1.0, onnx 1.23.2,
-onnxruntime 1.31.1 (requirements-gen.txt). Every model is built from a config
+full run: all folders, generated and verified). Generating granite-tiny also
+writes granite-tiny-source/: the GraniteForCausalLM it is exported from,
+save_pretrained(safe_serialization=True) (config.json with logits_scaling 8,
+model.safetensors, generation_config.json). Both granite "-dropped" twins were
+exported from these same weights with one field at 1.0, so this folder (the
+config their config.json states) is their correct source too. Verifying
+granite-tiny also checks that folder (weights, config, logits vs ORT).
+Versions: torch 2.9.1, transformers 4.57.6, optimum 2.1.0 + optimum-onnx
+0.1.0, onnx 1.23.2, onnxruntime 1.31.1 (requirements-gen.txt). Every model is built from a config
 with torch.manual_seed(0) (no hub access), saved with save_pretrained into a
 temporary folder and exported from there with optimum's
 `main_export(task="text-generation-with-past", do_validation=False)` (the
@@ -307,6 +313,52 @@ def write(out: Path, files: dict):
         (out / n).write_bytes(data)
 
 
+SOURCE = "granite-tiny-source"  # the checkpoint granite-tiny (and its -dropped twins' weights) came from
+SOURCE_FILES = {"config.json", "generation_config.json", "model.safetensors"}
+SOURCE_PROMPT = [1, 3, 14, 15]
+
+
+def save_source(model, out: Path):
+    """model.save_pretrained(out, safe_serialization=True) into a fresh
+    folder: config.json, model.safetensors, generation_config.json."""
+    import shutil
+
+    if out.exists():
+        shutil.rmtree(out)
+    model.save_pretrained(out, safe_serialization=True)
+    written = {p.name for p in out.iterdir()}
+    assert written <= SOURCE_FILES and {"config.json", "model.safetensors"} <= written, written
+    print(f"  wrote {out.name}/: " + ", ".join(f"{p.name} {p.stat().st_size} B" for p in sorted(out.iterdir())))
+
+
+def verify_source():
+    """granite-tiny-source: files under MAX_FILE, config says the GOOD values
+    (logits_scaling 8, embedding_multiplier 12), weights == the seeded weights
+    every granite folder was exported from, and eager float32 PyTorch loaded
+    with from_pretrained against granite-tiny's ORT on SOURCE_PROMPT."""
+    folder = OUT / SOURCE
+    for f in sorted(folder.iterdir()):
+        assert f.name in SOURCE_FILES and f.stat().st_size < MAX_FILE, f
+    ref = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager",
+                                                            dtype=torch.float32).eval()
+    cfg = ref.config
+    assert type(ref).__name__ == "GraniteForCausalLM"
+    assert (cfg.logits_scaling, cfg.embedding_multiplier) == (LOGITS, EMB), cfg
+    sd, want = ref.state_dict(), weights("granite-tiny")
+    assert sd.keys() == want.keys() and all(torch.equal(sd[k], want[k]) for k in want)
+    for twin in ("granite-logits-scaling-dropped", "granite-embedding-multiplier-dropped"):
+        w = weights(twin)
+        assert all(torch.equal(sd[k], w[k]) for k in w), twin
+    lg, _ = Runner(OUT / "granite-tiny" / "model.onnx").run(SOURCE_PROMPT, len(SOURCE_PROMPT), None)
+    with torch.no_grad():
+        pl = ref(input_ids=torch.tensor([SOURCE_PROMPT])).logits[0].numpy()
+    delta = d(lg, pl)
+    print(f"  {SOURCE}/: weights == the seeded granite weights (all 3 granite folders); logits_scaling "
+          f"{cfg.logits_scaling}; prompt {SOURCE_PROMPT}, eager PyTorch vs granite-tiny ORT, all rows: "
+          f"max |delta| {delta:.2e}")
+    assert delta <= TOL, delta
+
+
 def generate(name):
     spec = SPECS[name]
     files = optimum_export(spec["build"](), spec.get("patch"))
@@ -322,6 +374,7 @@ def generate(name):
         files["config.json"] = good["config.json"]
     write(OUT / name, files)
     if name == "granite-tiny":
+        save_source(granite(), OUT / SOURCE)
         eager = optimum_export(granite(), eager_loading)
         m = onnx.load_from_string(eager["model.onnx"])
         vals = const_values(m)
@@ -777,6 +830,8 @@ if __name__ == "__main__":
         print(f"== verify {name}", flush=True)
         describe(OUT / name)
         cfg, g, r, _, _ = verify(name)
+        if name == "granite-tiny" and (OUT / SOURCE).is_dir():
+            verify_source()
         if name == "gemma-embed-scale-dropped":
             check_gemma_twin()
         expected[name] = expected_entry(name, cfg, g, r)

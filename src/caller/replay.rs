@@ -62,7 +62,9 @@ pub struct ReplayReport {
     pub schema_version: u32,
     /// Pass when the caller follows the protocol.
     pub verdict: Verdict,
-    /// `caller`, `model`, `both`, `both fine`, or `undecided` (the model was not run: no ONNX Runtime, or `--static-only`).
+    /// `caller`, `model`, `both`, `both fine`, `cannot tell` (no fault shown, and a
+    /// call the trace cannot decide), or `undecided` (the model was not run: no
+    /// ONNX Runtime, or `--static-only`).
     pub at_fault: String,
     /// One line on it.
     pub summary: String,
@@ -113,7 +115,9 @@ fn entry_for<'a>(layout: &'a Layout, path: &Path, call: &Call) -> Option<&'a Ent
 
 /// Replays `trace` against the model at `path` (a file or an export folder).
 pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<ReplayReport, crate::error::Error> {
-    let calls = trace::read(trace_path)?;
+    let mut calls = trace::read(trace_path)?;
+    // Values kept only as digests, recovered where a hypothesis' digest matches.
+    let recovered = super::hypotheses::fill(&mut calls);
     let layout = if path.is_dir() {
         Layout::read(path, None, None)?
     } else {
@@ -191,6 +195,15 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
                         "row digests the trace lacks: computed from the re-run where it is bit-exact with the caller's run ({n} tensors)"
                     ));
                 }
+                if !recovered.is_empty() {
+                    let shown: Vec<&str> = recovered.iter().take(3).map(String::as_str).collect();
+                    let more = recovered.len().saturating_sub(3);
+                    let more = if more > 0 { format!(" (and {more} calls more)") } else { String::new() };
+                    r.fed.push(format!(
+                        "values the trace keeps only as digests, found by hashing each candidate with its scheme: {}{more}",
+                        shown.join("; ")
+                    ));
+                }
                 if let Some(Ok(plan)) = layout.plan_for(d, 1) {
                     let name = basename(&d.file.rel);
                     let mine: Vec<&Call> = filled.iter().filter(|c| basename(&c.model) == name).collect();
@@ -225,8 +238,10 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
     let model_ok = no_runtime || model_check.as_ref().is_none_or(|r| r.verdict == Verdict::Pass);
     let cost =
         findings.iter().any(|f| f.code == Code::CallerNoCache).then(|| cost(model_check.as_ref(), &calls)).flatten();
+    let undecided = findings.iter().find(|f| f.code == Code::CallerUndecided);
     let at_fault = match (caller_ok, model_ok) {
         (true, true) if no_runtime || model_check.is_none() && checker.is_static_only() => "undecided",
+        (true, true) if undecided.is_some() => "cannot tell",
         (true, true) => "both fine",
         (false, true) => "caller",
         (true, false) => "model",
@@ -240,6 +255,11 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
     let summary = match at_fault {
         "undecided" => format!("undecided: every call follows the protocol; {}", unrun.clone().unwrap_or_default()),
         "both fine" => "both fine: the caller follows the protocol and the model honours it".to_string(),
+        "cannot tell" => format!(
+            "cannot tell: the model honours the protocol, and the trace cannot show whether the caller does: call {}: {}",
+            undecided.and_then(|f| f.call).unwrap_or_default(),
+            undecided.map(|f| f.message.as_str()).unwrap_or_default()
+        ),
         "caller" => {
             let errors: Vec<&Finding> = findings.iter().filter(|f| f.severity == Severity::Error).collect();
             let first = errors

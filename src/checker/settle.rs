@@ -129,12 +129,24 @@ pub(crate) fn settle(findings: &mut Vec<Finding>, static_end: usize, runtimes: &
     }
 }
 
+/// The contract findings about names and counts: a family's naming, not the graph's behaviour.
+const CONVENTIONS: &[Code] = &[
+    Code::InputCount,
+    Code::InputMissing,
+    Code::InputExtra,
+    Code::OutputCount,
+    Code::OutputMissing,
+    Code::OutputExtra,
+];
+
 /// Static suspicions the run measured: a symbolic axis where the folder's
 /// contract (a family's conventions, a consumer's config) wants a fixed
 /// size, when the run fed that size there and passed, is no deviation; "no
 /// position_ids" is a suspicion about left-padded rows, and the batch run
-/// measured them. Each becomes information carrying what was measured; a
-/// user's own contract keeps its warnings (it may want fixed shapes).
+/// measured them; a family contract's names and fixed axes another exporter
+/// chose, once the inferred protocol drove every check to a pass. Each
+/// becomes information carrying what was measured; a user's own contract
+/// keeps its warnings (it may want fixed shapes).
 pub(crate) fn measured_suspicions(
     findings: &mut [Finding],
     static_end: usize,
@@ -149,12 +161,38 @@ pub(crate) fn measured_suspicions(
         .map(|b| b.2)
         .fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.max(d))));
     let departed = findings[static_end..].iter().any(|f| f.code == Code::BatchPadding);
-    for f in findings[..static_end].iter_mut().filter(|f| f.severity == Severity::Warning) {
-        if f.code == Code::DimDynamic && folder && ran && !run_failed {
+    let passed = folder && ran && !run_failed;
+    let batch_fixed_at_one =
+        findings.iter().any(|f| f.code == Code::DimStatic && f.message.contains(": axis 0 is fixed at 1,"));
+    // A family contract's naming deviations are errors of the static check; the passing run settles them here.
+    let convention = |f: &Finding| {
+        f.severity == Severity::Error && passed && (CONVENTIONS.contains(&f.code) || f.code == Code::DimStatic)
+    };
+    for f in findings[..static_end].iter_mut().filter(|f| f.severity == Severity::Warning || convention(f)) {
+        if f.code == Code::DimDynamic && passed {
             f.severity = Severity::Info;
             f.cause = Some("the run fed the contract's size on this symbolic axis and passed every runtime check: the axis takes it".into());
+        } else if CONVENTIONS.contains(&f.code) && passed {
+            // A family's contract names optimum's tensors; another exporter's
+            // names (dynamo's k0/v0, a fused key_value, a static cache's
+            // cache_position) are its own convention once the protocol
+            // inferred from the graph drove every check to a pass.
+            f.severity = Severity::Info;
+            f.cause = Some("the family contract's convention, not this exporter's: the protocol inferred from the graph drove every runtime check and they passed".into());
+        } else if f.code == Code::DimStatic && passed {
+            f.severity = Severity::Info;
+            f.cause = Some("the graph fixes this axis (its exporter's choice, as a static cache does): the run fed that size and passed; a caller cannot feed another size here".into());
         } else if f.code == Code::BatchPadding && f.message.starts_with("no position_ids input") {
-            let Some(max) = batch else { continue };
+            let Some(max) = batch else {
+                // A graph that fixes its batch at 1 takes no padded batch to misplace.
+                if batch_fixed_at_one {
+                    f.severity = Severity::Info;
+                    f.cause = Some(
+                        "the graph fixes the batch at 1 (dim-static): no left-padded batch can be fed to it".into(),
+                    );
+                }
+                continue;
+            };
             f.severity = Severity::Info;
             f.cause = Some(if departed {
                 format!("measured: the padded batch departs from the rows run alone (max |Δ| {max:.1e}), named by the batch-padding finding below")

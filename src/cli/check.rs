@@ -45,6 +45,12 @@ pub(crate) struct CheckArgs {
     /// run and compared. The variable takes 1/0, true/false, yes/no, on/off.
     #[arg(long, env = "ONNX_CONTRACT_NO_CONSUMER_RUN", value_parser = clap::builder::BoolishValueParser::new())]
     no_consumer_run: bool,
+    /// The transformers checkpoint folder the export came from (config.json +
+    /// safetensors): its logits, run by transformers in a child on the
+    /// export's own tokens, are the reference for every step of the folder's
+    /// first form and each of its dtype variants (needs torch and transformers).
+    #[arg(long, value_name = "CHECKPOINT")]
+    source: Option<PathBuf>,
     /// Only the static signature check (no ONNX Runtime).
     #[arg(long)]
     static_only: bool,
@@ -229,12 +235,30 @@ pub(crate) fn run(mut args: CheckArgs, format: Format) -> Result<i32, Fail> {
             report.findings.extend(found.iter().cloned());
             onnx_contract::protocol::consumer::settle(&mut report, &found);
         }
+        // The checkpoint the export came from, when given: the reference of every step.
+        if let Some(source) = args.source.as_deref().filter(|_| !args.static_only) {
+            let timeout = Duration::from_secs(args.timeout.min(600));
+            report.findings.extend(onnx_contract::protocol::source::compare(&args.model, source, timeout));
+            if report.errors().next().is_some() {
+                report.verdict = onnx_contract::Verdict::Fail;
+            }
+        }
         if args.remedy || args.fix_out.is_some() {
             remedies(&plain, &mut report, &args.model, args.fix_out.as_deref())?;
         }
         emit(&renderer.render_folder(&report));
         write_html(&|| Html.render_folder(&report))?;
         return Ok(exit_code(report.verdict, report.errors().map(|f| f.code)));
+    }
+    if args.source.is_some() {
+        return Err(Fail {
+            code: exit::USAGE,
+            kind: "usage",
+            message: format!(
+                "--source compares an export folder with its checkpoint; {} is one file: give its folder",
+                args.model.display()
+            ),
+        });
     }
     let report = checker.run(&args.model)?;
     emit(&renderer.render(&report));
@@ -252,6 +276,7 @@ fn many(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         (args.remedy || args.fix_out.is_some(), "--remedy / --fix-out"),
         (args.repro.is_some(), "--repro"),
         (args.encoder.is_some() || args.no_cache_model.is_some(), "--encoder / --no-cache-model"),
+        (args.source.is_some(), "--source"),
     ];
     if let Some((_, flag)) = alone.iter().find(|(on, _)| *on) {
         return Err(usage(format!("{flag} applies to one folder: check the folders one at a time")));

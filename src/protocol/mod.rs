@@ -14,6 +14,8 @@ mod forms;
 #[cfg(feature = "runtime")]
 pub mod reference;
 mod rules;
+#[cfg(feature = "runtime")]
+pub mod source;
 mod spec;
 pub mod table;
 

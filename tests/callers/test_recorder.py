@@ -273,7 +273,12 @@ def test_command_line_runner():
 
 
 FOREIGN = {"incident2-raw-digests.jsonl"}  # an older, foreign recorder: md5 of the bytes, no values, no header
-DIGEST_ONLY = {"incident2-no-cache-digests.jsonl"}  # an application's logger: our digests, no values at all
+# An application's logger: our digests, no values at all (incident2's, and tests/callers/to_digests.py's).
+DIGEST_ONLY = {"incident2-no-cache-digests.jsonl"} | {
+    f"{n}-digests.jsonl"
+    for n in ["gpt2-correct", "gpt2-positions-restart", "marian-prefix-on-past", "optimum-beam3",
+              "optimum-seq2seq-beam2", "speculative-correct", "speculative-no-crop"]
+}
 
 
 def test_committed_traces_have_the_format():

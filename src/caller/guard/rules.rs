@@ -175,6 +175,7 @@ fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, feeds: &Tensor
     let (last, prev) = g.prev.as_ref()?;
     let seq = plan.seq_axis;
     let mut wrong = Vec::new();
+    let mut undecided = Vec::new();
     let mut detail = String::new();
     for c in &plan.self_past {
         let (Some(fed), Some(present)) = (feeds.get(&c.past), prev.get(&c.present)) else { continue };
@@ -189,17 +190,24 @@ fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, feeds: &Tensor
         if cropped(plan, g, fed, present) {
             continue;
         }
-        if fed.shape != present.shape || other_values {
-            wrong.push(c.past.clone());
-        } else {
+        if fed.shape == present.shape && !other_values {
             continue;
         }
+        let known = history.provenance(&c.past, &c.present, fed, *last);
+        let zeros = known.is_none() && history.is_zeros(fed);
+        // The present's rows gathered (a beam search) cannot be told from other
+        // values without row digests: neither the trace's nor a re-run's.
+        if known.is_none() && !zeros && fed.shape == present.shape && (fed.rows.is_none() || present.rows.is_none()) {
+            undecided.push(c.past.clone());
+            continue;
+        }
+        wrong.push(c.past.clone());
         if !detail.is_empty() {
             continue;
         }
-        detail = if let Some(p) = history.provenance(&c.past, &c.present, fed, *last) {
+        detail = if let Some(p) = known {
             p
-        } else if history.is_zeros(fed) {
+        } else if zeros {
             let what = if c.fixed && !c.buffer {
                 "a state is carried from call to call, never zeroed again"
             } else if c.buffer {
@@ -217,6 +225,17 @@ fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, feeds: &Tensor
         } else {
             format!("same shape {:?}, other values (no earlier output has them)", fed.shape)
         };
+    }
+    if wrong.is_empty() && !undecided.is_empty() {
+        let shape = feeds.get(&undecided[0]).map(|t| t.shape.clone()).unwrap_or_default();
+        return Some(
+            Finding::new(
+                Code::CallerUndecided,
+                crate::finding::Severity::Info,
+                format!("{} has the shape of call {last}'s present ({shape:?}) and other values, which no earlier output has whole: rows of that present gathered to the beams' origins (a beam search) would look so, and so would a wrong past; the trace keeps no row digests and the re-run could not recompute them, so this call cannot be told right or wrong (record with the current recorder, format 2, which keeps a digest per row)", fold_names(&undecided).join(", ")),
+            )
+            .names(undecided),
+        );
     }
     (!wrong.is_empty()).then(|| {
         Finding::error(

@@ -2,6 +2,7 @@
 //! framework while the check runs), answered later within a deadline. Its
 //! last stdout line that is a JSON object is its answer.
 
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
@@ -19,7 +20,7 @@ pub(super) struct Ran {
 
 /// A started program, its pipes read by threads of their own so a chatty
 /// child never blocks on a full pipe.
-pub(super) struct Started {
+pub(crate) struct Started {
     child: Child,
     out: JoinHandle<String>,
     err: JoinHandle<String>,
@@ -37,7 +38,7 @@ fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> JoinHandle<String
 }
 
 /// Starts `cmd`; its answer is due within `timeout` from now.
-pub(super) fn start(mut cmd: Command, timeout: Duration) -> Result<Started, String> {
+pub(crate) fn start(mut cmd: Command, timeout: Duration) -> Result<Started, String> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -50,7 +51,7 @@ pub(super) fn start(mut cmd: Command, timeout: Duration) -> Result<Started, Stri
 
 impl Started {
     /// The program's answer, or why there is none (killed at the deadline).
-    pub(super) fn answer(mut self) -> Result<Ran, String> {
+    pub(crate) fn answer<T: DeserializeOwned>(mut self) -> Result<T, String> {
         loop {
             match self.child.try_wait() {
                 Ok(Some(_)) => break,

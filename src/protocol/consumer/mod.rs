@@ -126,7 +126,7 @@ impl Pending {
         match self {
             Pending::Done(r) => r,
             Pending::Started(s, script) => {
-                let r = s.answer();
+                let r = s.answer::<Ran>();
                 if let Some(f) = script {
                     let _ = std::fs::remove_file(f);
                 }
@@ -276,7 +276,7 @@ impl Running {
                         super::reference::generate(&p, dir, ids.clone(), None, NEW_TOKENS, false, Some(1)),
                         plan.tolerance.clone(),
                     ),
-                    Some(f) => reference_of_file(&dir.join(f), &ids, &plan.tolerance),
+                    Some(f) => reference_of_file(&dir.join(f), &ids, &plan.tolerance, NEW_TOKENS),
                 };
                 references.push((file.clone(), r.map(|(r, top, _)| (r, top)), tolerance));
             }
@@ -293,15 +293,16 @@ impl Running {
 
 /// The uncached reference of one file of the folder (a dtype variant a
 /// consumer opens), with the tolerance of its numeric form.
-fn reference_of_file(
+pub(crate) fn reference_of_file(
     path: &Path,
     ids: &[i64],
     fallback: &crate::plan::numeric::Tolerance,
+    steps: usize,
 ) -> (Result<super::reference::Generated, String>, crate::plan::numeric::Tolerance) {
     match super::describe(path) {
         Ok(p) => {
             let tolerance = text_decoder(&p).map_or_else(|| fallback.clone(), |pl| pl.tolerance.clone());
-            (super::reference::generate(&p, path, ids.to_vec(), None, NEW_TOKENS, false, Some(1)), tolerance)
+            (super::reference::generate(&p, path, ids.to_vec(), None, steps, false, Some(1)), tolerance)
         }
         Err(e) => (Err(format!("{}: {e}", path.display())), fallback.clone()),
     }
@@ -311,6 +312,11 @@ fn reference_of_file(
 /// tool's uncached reference from the same prompt, start to finish.
 pub fn compare(dir: &Path, view: &View<'_>, targets: &[Target], timeout: Duration) -> Vec<Finding> {
     start(dir, view, targets, timeout).finish()
+}
+
+/// A program started as `cmd`, its one JSON line read within `timeout`.
+pub(crate) fn run_program<T: serde::de::DeserializeOwned>(cmd: Command, timeout: Duration) -> Result<T, String> {
+    child::start(cmd, timeout)?.answer()
 }
 
 /// A consumer's error as one line (ONNX Runtime's messages run on over

@@ -1,0 +1,45 @@
+"""A trace as an application's own minimal logger writes it: every tensor as
+dtype, shape and the recorders' SHA-1 digest only (no values, no per-row
+digests, no header line). Digests are unchanged, so the result is exactly
+what such a logger records for the same run.
+
+    python3 tests/callers/to_digests.py tests/traces/optimum-beam3.jsonl tests/traces/optimum-beam3-digests.jsonl
+    python3 tests/callers/to_digests.py --all     # every trace tests/caller.rs replays in digest-only form
+"""
+import json
+import sys
+from pathlib import Path
+
+TRACES = Path(__file__).resolve().parent.parent / "traces"
+# The digest-only twins tests/caller.rs replays: correct and broken, greedy,
+# beams (decoder-only and seq2seq), positions, a prefix on the cache and a crop.
+ALL = [
+    "gpt2-correct",
+    "gpt2-positions-restart",
+    "marian-prefix-on-past",
+    "optimum-beam3",
+    "optimum-seq2seq-beam2",
+    "speculative-correct",
+    "speculative-no-crop",
+]
+
+
+def convert(src, dst):
+    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
+        for line in f:
+            entry = json.loads(line)
+            if "onnx_contract_trace" in entry:
+                continue
+            for part in ("feeds", "outputs"):
+                for t in (entry.get(part) or {}).values():
+                    t.pop("rows", None)
+                    t.pop("value", None)
+            out.write(json.dumps(entry, separators=(", ", ": ")) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--all"]:
+        for name in ALL:
+            convert(TRACES / f"{name}.jsonl", TRACES / f"{name}-digests.jsonl")
+    else:
+        convert(sys.argv[1], sys.argv[2])

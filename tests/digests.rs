@@ -1,0 +1,80 @@
+//! Replay never accuses without evidence (issue 42): traces as an
+//! application's own minimal logger writes them — dtype, shape and SHA-1 of
+//! every tensor, no values, no row digests (tests/callers/to_digests.py) —
+//! each correct one "both fine" or "cannot tell", each broken one named at
+//! the call its digests show it; values the protocol fixes (the branch flag,
+//! positions, an all-ones mask) recovered by hashing each candidate.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+fn replay(trace: &str, model: &str) -> (i32, Value) {
+    json(&["replay", "--format", "json", &format!("tests/traces/{trace}-digests.jsonl"), "--model", model])
+}
+
+/// The first error: (call, code, message).
+fn first_error(r: &Value) -> Option<(Option<u64>, String, String)> {
+    r["findings"].as_array().unwrap().iter().find(|f| f["severity"] == "error").map(|f| {
+        (f["call"].as_u64(), f["code"].as_str().unwrap().to_string(), f["message"].as_str().unwrap().to_string())
+    })
+}
+
+#[test]
+fn correct_digest_only_traces_are_never_accused() {
+    for (trace, model, verdict) in [
+        ("gpt2-correct", "models/gpt2-tiny/model.onnx", "both fine"),
+        ("speculative-correct", "models/gpt2-tiny", "both fine"),
+        // A beam search's gathered rows and a wrong past look alike without row digests.
+        ("optimum-beam3", "models/llama-tiny", "cannot tell"),
+        ("optimum-seq2seq-beam2", "models/marian-tiny", "cannot tell"),
+    ] {
+        let (code, r) = replay(trace, model);
+        assert_eq!(code, 0, "{trace}: {r:#}");
+        assert_eq!(r["at_fault"], verdict, "{trace}: {r:#}");
+        assert!(first_error(&r).is_none(), "{trace}: {r:#}");
+        if verdict == "cannot tell" {
+            let s = r["summary"].as_str().unwrap();
+            assert!(s.starts_with("cannot tell: the model honours the protocol"), "{s}");
+            assert!(s.contains("a beam search") && s.contains("format 2, which keeps a digest per row"), "{s}");
+        }
+    }
+}
+
+#[test]
+fn broken_digest_only_traces_are_named_at_their_call() {
+    for (trace, model, call, code, says) in [
+        (
+            "gpt2-positions-restart",
+            "models/gpt2-tiny",
+            1,
+            "caller-positions",
+            "`position_ids` is [0]; after a past of 4",
+        ),
+        (
+            "marian-prefix-on-past",
+            "models/marian-tiny",
+            2,
+            "caller-prefix",
+            "feeds 2 tokens on top of a past of length 1",
+        ),
+        ("speculative-no-crop", "models/gpt2-tiny", 3, "caller-crop", "the rejected drafts are still in the cache"),
+    ] {
+        let (exit, r) = replay(trace, model);
+        assert_eq!((exit, r["at_fault"].as_str()), (2, Some("caller")), "{trace}: {r:#}");
+        let (c, got, message) = first_error(&r).unwrap();
+        assert_eq!((c, got.as_str()), (Some(call), code), "{trace}: {message}");
+        assert!(message.contains(says), "{trace}: {message}");
+    }
+}
+
+#[test]
+fn values_recovered_from_digests_are_said() {
+    let (_, r) = replay("marian-prefix-on-past", "models/marian-tiny");
+    let fed: Vec<&str> = r["reproduction"]["fed"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let said = fed
+        .iter()
+        .find(|l| l.starts_with("values the trace keeps only as digests"))
+        .unwrap_or_else(|| panic!("{fed:#?}"));
+    assert!(said.contains("`use_cache_branch` is true"), "{said}");
+}
