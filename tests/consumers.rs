@@ -278,3 +278,46 @@ fn optimum_s_own_generation_is_compared() {
     let not_run = all_findings(&r).into_iter().find(|f| f["code"] == "consumer-not-run").cloned();
     assert!(format!("{not_run:?}").contains("compared on text decoder-only folders only"), "{not_run:?}");
 }
+
+/// A size genai_config.json states wrong that genai's own run shows it does
+/// not depend on (the kv heads of models/llama-genai-config-mismatch: genai
+/// generates the reference's tokens) is a warning with that measurement, not
+/// an error; transformers.js' own run is compared with the reference of the
+/// dtype file it opens (the config selecting q8 for `model`).
+#[test]
+fn the_consumers_own_runs_settle_what_they_refute_and_are_compared_file_for_file() {
+    let (code, r) = check_folder("llama-genai-config-mismatch");
+    assert_eq!(code, 0, "{r:#}");
+    let m = all_findings(&r).into_iter().find(|f| f["code"] == "config-mismatch").cloned().unwrap();
+    assert_eq!(m["severity"], "warning", "{m:#}");
+    assert!(m["message"]
+        .as_str()
+        .unwrap()
+        .contains("onnxruntime-genai's own generation still gives the reference's tokens"));
+    // tjs-variants with transformers.js_config.dtype {"model": "q8"}: its files linked, nothing copied.
+    let dir = std::env::temp_dir().join(format!("oc-tjs-q8-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("onnx")).unwrap();
+    let src = root().join("models/tjs-variants");
+    for e in std::fs::read_dir(src.join("onnx")).unwrap() {
+        let p = e.unwrap().path();
+        std::os::unix::fs::symlink(&p, dir.join("onnx").join(p.file_name().unwrap())).unwrap();
+    }
+    std::fs::copy(src.join("generation_config.json"), dir.join("generation_config.json")).unwrap();
+    let mut config: Value = serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
+    config["transformers.js_config"] = serde_json::json!({"dtype": {"model": "q8"}});
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let out = bin()
+        .env_remove(NO_CONSUMER_RUN)
+        .args(["check", path_str(&dir), "--format", "json", "--no-fetch"])
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let run = all_findings(&r).into_iter().find(|f| f["code"] == "consumer-run").cloned().unwrap();
+    assert_eq!(run["severity"], "info", "{run:#}");
+    assert!(
+        run["message"].as_str().unwrap().starts_with("transformers.js (opening onnx/model_quantized.onnx)"),
+        "{run:#}"
+    );
+}

@@ -33,8 +33,10 @@ fn static_caches_are_driven_one_call_at_a_time_into_their_buffers() {
         // The reference fills every unwritten slot with noise: a mask that hides them moves nothing.
         let p = parities(f);
         assert!(p.len() >= 3 && p.iter().all(|&d| d <= 1e-4), "{dir}: {p:?}");
-        // Fixed batch and buffer sizes are the form, not a fault: warnings that say so.
-        let fixed: Vec<&Value> = findings(f, "warning").into_iter().filter(|x| x["code"] == "dim-static").collect();
+        // Fixed batch and buffer sizes are the form, not a fault: information that says so (issue 40: no
+        // warning for an exporter's own conventions once the run passed).
+        assert!(findings(f, "warning").is_empty(), "{dir}: {:#}", f["findings"]);
+        let fixed: Vec<&Value> = findings(f, "info").into_iter().filter(|x| x["code"] == "dim-static").collect();
         assert!(!fixed.is_empty(), "{dir}");
         assert!(fixed.iter().all(|x| x["cause"].as_str().unwrap().contains("static-cache export")), "{dir}");
     }
@@ -189,9 +191,17 @@ fn an_encoder_that_crashes_onnx_runtime_is_that_files_finding_and_the_decoder_is
     assert_eq!(crash["code"], "crash");
     let m = crash["message"].as_str().unwrap();
     assert!(m.contains("SIGSEGV") && m.contains("audio_features [1, 80, 3000]"), "{m}");
-    // Named at its node by bisection in further children (issue 29).
-    assert_eq!(crash["node"], "/model/preprocessing/Conv_1 (Conv)", "{crash:#}");
-    assert!(crash["cause"].as_str().unwrap().starts_with("bisected in "), "{crash:#}");
+    // Bisection points at a Conv that, run alone on the values it was about to read, does not
+    // crash (issue 40: the process dies in the Attention with an empty bias): no node is named.
+    assert!(crash["node"].is_null(), "{crash:#}");
+    let cause = crash["cause"].as_str().unwrap();
+    assert!(
+        cause.starts_with(
+            "could not localise the crash to a node: the halving cuts point at /model/preprocessing/Conv_1 (Conv)"
+        ),
+        "{crash:#}"
+    );
+    assert!(cause.contains("does not kill a child"), "{cause}");
     // The decoder is driven again on seeded encoder states, and its own verdict stands.
     let d = file_report(&r, "decoder.onnx");
     assert!(d["driven_as"].as_str().unwrap().contains("driven again on seeded encoder states"));

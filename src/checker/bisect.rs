@@ -72,21 +72,51 @@ impl Checker {
             ),
             Err(why) => format!("could not bisect the crash to a node: {why}"),
         };
-        // `--repro`: the node alone (else with its producers) written and run in a child that must die.
+        // The node is verified before it is named: alone (else with its
+        // producers), on the values it was about to read, it must kill a
+        // child. `--repro DIR` keeps that reduction; without it the reduction
+        // goes to a temporary folder, removed after.
         let mut text = text;
-        if let (Ok(c), Some(_)) = (&found, &job.options.repro) {
-            let r = self.reproduce_crash(exe, job, at, &c.name, source);
-            // Said on the finding too: an encoder's crash moves to the encoder's report.
-            if let Some(r) = r.as_ref().filter(|r| r.reproduces) {
-                text.push_str(&format!(
+        let mut verified = false;
+        if let Ok(c) = &found {
+            let scratch = std::env::temp_dir().join(format!("onnx-contract-verify-{}", std::process::id()));
+            let mut job = job.clone();
+            let kept = job.options.repro.is_some();
+            if !kept {
+                job.options.repro = Some(crate::engine::options::ReproTo {
+                    dir: scratch.clone(),
+                    command: "(crash verification)".into(),
+                });
+            }
+            let r = self.reproduce_crash(exe, &job, at, &c.name, source);
+            verified = r.as_ref().is_some_and(|r| r.reproduces);
+            match r.as_ref() {
+                Some(r) if r.reproduces && kept => text.push_str(&format!(
                     "; reproduced by {} node(s) alone in {} (python {}/repro.py)",
                     r.nodes.1, r.dir, r.dir
-                ));
+                )),
+                Some(r) if r.reproduces => text.push_str(&format!(
+                    "; verified: {} node(s) alone, on those values, kill a child (`--repro DIR` keeps it)",
+                    r.nodes.1
+                )),
+                Some(r) => text = format!(
+                    "could not localise the crash to a node: the halving cuts point at {} (node {} of {}), but that node alone, on the values it was about to read, does not kill a child ({}): the cut runs kept other work (session creation, a fusion across the cut), so no node is named{}",
+                    c.node,
+                    c.index + 1,
+                    c.of,
+                    r.observed,
+                    if kept { "; nothing kept in the --repro folder" } else { "" }
+                ),
+                None => {}
             }
-            report.repros.extend(r);
+            if kept {
+                report.repros.extend(r);
+            } else {
+                let _ = std::fs::remove_dir_all(&scratch);
+            }
         }
         for f in report.findings.iter_mut().filter(|f| f.code == Code::Crash) {
-            if let Ok(c) = &found {
+            if let (Ok(c), true) = (&found, verified) {
                 f.node = Some(c.node.clone());
             }
             f.cause = Some(match f.cause.take() {

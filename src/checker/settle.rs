@@ -27,10 +27,10 @@ const PRESENCE: &[Code] = &[
     Code::OutputExtra,
 ];
 
-/// Why a deviation the run disproved is only a warning.
+/// Why a deviation the run disproved is only information.
 pub(crate) const HARMLESS: &str = "harmless here: driven with the protocol inferred from its own graph, the model passed every runtime check (cached = uncached at every step); a caller written for the family's usual signature must use this model's names, types and sizes";
 
-/// Why a fixed size the run disproved is only a warning.
+/// Why a fixed size the run disproved is only information.
 pub(crate) const FIXED_SHAPES: &str = "a static-cache export: batch, tokens per call and cache length are fixed by design, for fixed-shape runtimes; driven one call at a time into its buffers, the model passed every runtime check. It cannot batch or take a longer chunk than it was traced with";
 
 /// Why a token axis fixed at 1 the run disproved is only a warning.
@@ -105,11 +105,12 @@ pub(crate) fn settle(findings: &mut Vec<Finding>, static_end: usize, runtimes: &
     if ran && !run_failed && builtin {
         for f in findings[..static_end].iter_mut() {
             let harmless = NAMING.contains(&f.code) || (same_caches && PRESENCE.contains(&f.code));
+            // The exporter's own conventions, once its run passed: information, not warnings (issue 40).
             if f.severity == Severity::Error && harmless {
-                f.severity = Severity::Warning;
+                f.severity = Severity::Info;
                 f.cause = Some(HARMLESS.into());
             } else if f.severity == Severity::Error && fixed_shapes && f.code == Code::DimStatic {
-                f.severity = Severity::Warning;
+                f.severity = Severity::Info;
                 f.cause = Some(FIXED_SHAPES.into());
             } else if f.severity == Severity::Error && f.code == Code::DimStatic && one_token(&f.message) {
                 f.severity = Severity::Info;
@@ -164,11 +165,7 @@ pub(crate) fn measured_suspicions(
     let passed = folder && ran && !run_failed;
     let batch_fixed_at_one =
         findings.iter().any(|f| f.code == Code::DimStatic && f.message.contains(": axis 0 is fixed at 1,"));
-    // A family contract's naming deviations are errors of the static check; the passing run settles them here.
-    let convention = |f: &Finding| {
-        f.severity == Severity::Error && passed && (CONVENTIONS.contains(&f.code) || f.code == Code::DimStatic)
-    };
-    for f in findings[..static_end].iter_mut().filter(|f| f.severity == Severity::Warning || convention(f)) {
+    for f in findings[..static_end].iter_mut().filter(|f| f.severity == Severity::Warning) {
         if f.code == Code::DimDynamic && passed {
             f.severity = Severity::Info;
             f.cause = Some("the run fed the contract's size on this symbolic axis and passed every runtime check: the axis takes it".into());
@@ -181,7 +178,10 @@ pub(crate) fn measured_suspicions(
             f.cause = Some("the family contract's convention, not this exporter's: the protocol inferred from the graph drove every runtime check and they passed".into());
         } else if f.code == Code::DimStatic && passed {
             f.severity = Severity::Info;
-            f.cause = Some("the graph fixes this axis (its exporter's choice, as a static cache does): the run fed that size and passed; a caller cannot feed another size here".into());
+            // The form's own reading (a static-cache export) stays; else the measured one.
+            if f.cause.is_none() {
+                f.cause = Some("the graph fixes this axis (its exporter's choice): the run fed that size and passed; a caller cannot feed another size here".into());
+            }
         } else if f.code == Code::BatchPadding && f.message.starts_with("no position_ids input") {
             let Some(max) = batch else {
                 // A graph that fixes its batch at 1 takes no padded batch to misplace.
