@@ -404,6 +404,15 @@ fn real_clients_replay_with_their_strategy_and_their_broken_twins_are_named() {
             "beam search, 2 beams; cache reordered at calls 3, 4",
             None,
         ),
+        // The seq2seq beam client as a format-1 recorder writes it: a reorder shown on one layer's
+        // rows (the re-run's) settles the layers whose rows the trace cannot give.
+        (
+            "optimum-seq2seq-beam2-v1",
+            "models/marian-tiny",
+            "both fine",
+            "beam search, 2 beams; cache reordered at calls 3, 4",
+            None,
+        ),
         (
             "optimum-seq2seq-beam2-no-reorder",
             "models/marian-tiny",

@@ -176,6 +176,8 @@ fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, feeds: &Tensor
     let seq = plan.seq_axis;
     let mut wrong = Vec::new();
     let mut undecided = Vec::new();
+    // Some past of the call shown a gather of the present's rows (the others' rows unknown): a beam's reorder.
+    let mut gathered = false;
     let mut detail = String::new();
     for c in &plan.self_past {
         let (Some(fed), Some(present)) = (feeds.get(&c.past), prev.get(&c.present)) else { continue };
@@ -183,6 +185,7 @@ fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, feeds: &Tensor
         // Rows of the present gathered (a beam search's reorder): the
         // decoding strategy judges whether they are the rows the beams chose.
         if fed.shape == present.shape && rows_of(fed, present).is_some() {
+            gathered = true;
             continue;
         }
         // Several tokens verified at once, the rejected ones cropped away
@@ -226,7 +229,7 @@ fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, feeds: &Tensor
             format!("same shape {:?}, other values (no earlier output has them)", fed.shape)
         };
     }
-    if wrong.is_empty() && !undecided.is_empty() {
+    if wrong.is_empty() && !undecided.is_empty() && !gathered {
         let shape = feeds.get(&undecided[0]).map(|t| t.shape.clone()).unwrap_or_default();
         return Some(
             Finding::new(
