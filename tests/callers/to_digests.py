@@ -6,9 +6,11 @@ what such a logger records for the same run.
     python3 tests/callers/to_digests.py tests/traces/optimum-beam3.jsonl tests/traces/optimum-beam3-digests.jsonl
     python3 tests/callers/to_digests.py --all     # every trace tests/caller.rs replays in digest-only form
 """
-import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from to_v1 import rewrite  # noqa: E402
 
 TRACES = Path(__file__).resolve().parent.parent / "traces"
 # The digest-only twins tests/caller.rs replays: correct and broken, greedy,
@@ -25,16 +27,7 @@ ALL = [
 
 
 def convert(src, dst):
-    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
-        for line in f:
-            entry = json.loads(line)
-            if "onnx_contract_trace" in entry:
-                continue
-            for part in ("feeds", "outputs"):
-                for t in (entry.get(part) or {}).values():
-                    t.pop("rows", None)
-                    t.pop("value", None)
-            out.write(json.dumps(entry, separators=(", ", ": ")) + "\n")
+    rewrite(src, dst, lambda v: False)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ import sys
 SMALL_V1 = 16
 
 
-def convert(src, dst):
+def rewrite(src, dst, keep_value):
+    """Copies trace `src` to `dst` without the header line and the per-row
+    digests, keeping a tensor's values only where `keep_value(values)`."""
     with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
         for line in f:
             entry = json.loads(line)
@@ -20,9 +22,13 @@ def convert(src, dst):
             for part in ("feeds", "outputs"):
                 for t in (entry.get(part) or {}).values():
                     t.pop("rows", None)
-                    if "value" in t and len(t["value"]) > SMALL_V1:
+                    if "value" in t and not keep_value(t["value"]):
                         del t["value"]
             out.write(json.dumps(entry, separators=(", ", ": ")) + "\n")
+
+
+def convert(src, dst):
+    rewrite(src, dst, lambda v: len(v) <= SMALL_V1)
 
 
 if __name__ == "__main__":
