@@ -91,16 +91,20 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
     if job.options.deep {
         crate::checks::levels::compare(&mut ctx, emit);
     }
-    // What config.json says the model computes: the rotary frequencies, measured on the graph.
-    if let Some(rope) = job.options.rope.clone().filter(|_| job.plan.family != crate::plan::Family::EncoderOnly) {
-        crate::checks::rotary::audit(&mut ctx, &rope, emit);
+    // What config.json says the model computes, audited on the graph's file, read once for both audits.
+    let audited = job.plan.family != crate::plan::Family::EncoderOnly;
+    let (rope, scales) = (job.options.rope.clone().filter(|_| audited), job.options.scales.clone().filter(|_| audited));
+    let model = (rope.is_some() || scales.is_some()).then(|| std::fs::read(&job.model).map_err(|e| e.to_string()));
+    // The rotary frequencies, measured on the graph.
+    if let (Some(rope), Some(model)) = (rope, &model) {
+        crate::checks::rotary::audit(&mut ctx, &rope, model, emit);
     }
-    // What config.json says the model multiplies by: read off the graph's own constants.
-    if let Some(scales) = job.options.scales.clone().filter(|_| job.plan.family != crate::plan::Family::EncoderOnly) {
+    // The multipliers and ALiBi slopes, read off the graph's own constants.
+    if let (Some(scales), Some(model)) = (scales, &model) {
         let dir = job.model.parent().unwrap_or(std::path::Path::new("."));
-        let (what, issues) = match std::fs::read(&job.model) {
+        let (what, issues) = match model {
             Ok(bytes) => crate::checks::scales::audit(
-                &bytes,
+                bytes,
                 dir,
                 job.plan.branch_flag.as_deref(),
                 &scales,

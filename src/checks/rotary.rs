@@ -34,8 +34,9 @@ struct Measured {
 const MAX_POSITIONS: i64 = 1 << 17;
 
 /// Runs the audit and reports it as a probe with its figure.
-pub(crate) fn audit(ctx: &mut Ctx<'_>, rope: &Rope, emit: &mut dyn FnMut(Event)) {
-    let (what, issues) = match measure_all(ctx, rope) {
+/// `model` is the graph's file as read (once, for this audit and the config audit).
+pub(crate) fn audit(ctx: &mut Ctx<'_>, rope: &Rope, model: &Result<Vec<u8>, String>, emit: &mut dyn FnMut(Event)) {
+    let (what, issues) = match model.as_ref().map_err(Clone::clone).and_then(|bytes| measure_all(ctx, rope, bytes)) {
         Ok(r) => r,
         Err(why) => (
             format!("rotary audit: {why}"),
@@ -56,15 +57,14 @@ fn lengths(rope: &Rope) -> Vec<i64> {
     }
 }
 
-fn measure_all(ctx: &mut Ctx<'_>, rope: &Rope) -> Result<(String, Vec<StepIssue>), String> {
-    let bytes = std::fs::read(&ctx.job.model).map_err(|e| e.to_string())?;
+fn measure_all(ctx: &mut Ctx<'_>, rope: &Rope, bytes: &[u8]) -> Result<(String, Vec<StepIssue>), String> {
     let flag = ctx.job.plan.branch_flag.clone();
     // The no-cache branch of a merged decoder: the one every prompt runs.
-    let (path, nodes) = graph_edit::flatten(&bytes, &|c| (Some(c) == flag.as_deref()).then_some(false))?;
+    let (path, nodes) = graph_edit::flatten(bytes, &|c| (Some(c) == flag.as_deref()).then_some(false))?;
     let chains = chains(&nodes);
     if chains.is_empty() {
         let dir = ctx.job.model.parent().unwrap_or(std::path::Path::new(".")).to_path_buf();
-        return tables(rope, &bytes, &dir, &nodes);
+        return tables(rope, bytes, &dir, &nodes);
     }
     let mut checked = Vec::new();
     let (mut global, mut local) = (false, false);
@@ -72,7 +72,7 @@ fn measure_all(ctx: &mut Ctx<'_>, rope: &Rope) -> Result<(String, Vec<StepIssue>
     for len in lengths(rope) {
         let expected = rope.inv_freq(len);
         for (angles, scaled) in &chains {
-            let m = measure(ctx, &bytes, &path, &nodes, angles, scaled.as_deref(), len)?;
+            let m = measure(ctx, bytes, &path, &nodes, angles, scaled.as_deref(), len)?;
             match compare(rope, len, &m, &expected) {
                 None => global = true,
                 // Gemma 3's sliding layers: unscaled, their own base.
