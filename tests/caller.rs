@@ -397,6 +397,23 @@ fn real_clients_replay_with_their_strategy_and_their_broken_twins_are_named() {
             "beam search, 3 beams; the cache NOT reordered",
             Some(("caller-beams", 2, "is rows [0, 1, 2] (the present as returned, not reordered)")),
         ),
+        // Two left-padded prompts × 4 beams as an application's own logger writes them (every
+        // integer as values, floats as digests, no rows: to_v1.py --keep-ints): beams whose
+        // origins the running scores do not predict are found by trying every gather's digest.
+        (
+            "optimum-beam4-long-ints-v1",
+            "models/llama-tiny",
+            "both fine",
+            "beam search, 4 beams × batch 2; cache reordered at calls 2, 3, 4, 5, 6, 7",
+            None,
+        ),
+        (
+            "optimum-beam4-long-no-reorder-ints-v1",
+            "models/llama-tiny",
+            "caller",
+            "beam search, 4 beams × batch 2; the cache NOT reordered",
+            Some(("caller-beams", 2, "with beam_idx [0, 1, 0, 1, 7, 7, 4, 4]")),
+        ),
         (
             "optimum-seq2seq-beam2",
             "models/marian-tiny",

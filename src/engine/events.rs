@@ -382,4 +382,8 @@ pub enum FeedSource {
     Protocol,
     /// Only a digest in the trace: seeded values (ids within the vocabulary).
     Seeded,
+    /// The previous call's present gathered by the rows another past of the
+    /// same call was shown (by its digest) to be: a later layer whose re-run
+    /// is not bit-exact with the caller's.
+    Gathered,
 }

@@ -34,6 +34,10 @@ pub(crate) struct Chain {
     last: Option<LastCall>,
     beams: usize,
     running: Vec<f64>,
+    /// The running scores before this call's beams, and the tokens it fed:
+    /// to carry the scores on from origins found by digest instead.
+    before: Vec<f64>,
+    tokens: Vec<i64>,
 }
 
 impl Chain {
@@ -100,8 +104,67 @@ fn beam_origins(plan: &Plan, c: &crate::engine::options::ReplayCall, chain: &mut
         return None;
     }
     let (origin, running) = crate::engine::rows::assign(chain.beams, &chain.running, toks, scores);
-    chain.running = running;
+    chain.before = std::mem::replace(&mut chain.running, running);
+    chain.tokens = toks.clone();
     Some(origin)
+}
+
+/// A fed float tensor of a format-1 trace that is the previous call's
+/// output with its rows gathered by origins the running scores did not
+/// predict (a finished beam, a tie, a length penalty): found by trying every
+/// origin vector within the beams' groups against the feed's digest (the
+/// same output's present first), once per call; the origins found serve the
+/// call's other feeds. `tried` holds this call's search: `None` not yet,
+/// `Some(None)` searched without a match.
+fn searched(
+    plan: &Plan,
+    chain: &Chain,
+    f: &crate::engine::options::ReplayFeed,
+    dims: &[usize],
+    tried: &mut Option<Option<Vec<usize>>>,
+) -> Option<ArrayD<f32>> {
+    use crate::engine::rows::{digest_of, gather, origins_by_digest};
+    let digest = f.digest.as_ref()?;
+    let (outputs, _) = chain.last.as_ref()?;
+    if chain.beams < 2 || f.value.is_some() || f.zeros {
+        return None;
+    }
+    let present = plan.self_past.iter().chain(&plan.cross_past).find(|p| p.past == f.name).map(|p| p.present.as_str());
+    let mut same: Vec<(&String, &ArrayD<f32>)> = outputs.iter().filter(|(_, a)| a.shape() == dims).collect();
+    same.sort_by_key(|(n, _)| Some(n.as_str()) != present);
+    if let Some(Some(o)) = tried.as_ref() {
+        return same.iter().find_map(|(_, a)| {
+            let g = gather(a, o)?;
+            (digest_of(&f.dtype, &g).as_ref() == Some(digest)).then_some(g)
+        });
+    }
+    if tried.is_some() {
+        return None;
+    }
+    // One search a call: the feed's own present (a wrong past matches none, and costs one search).
+    let (_, a) = same.first()?;
+    let found = origins_by_digest(&f.dtype, a, chain.beams, digest);
+    let g = found.as_ref().and_then(|o| gather(a, o));
+    *tried = Some(found);
+    g
+}
+
+/// After a call whose origins were found by digest: the running scores
+/// carried on from those origins (each beam's origin's score plus the
+/// log-probability of the token it was fed there).
+fn rescore(chain: &mut Chain, origin: &[usize]) {
+    let Some((_, scores)) = chain.last.as_ref() else { return };
+    if origin.len() != chain.tokens.len() || chain.before.len() < origin.len() || scores.len() < origin.len() {
+        return;
+    }
+    chain.running = origin
+        .iter()
+        .zip(&chain.tokens)
+        .map(|(&o, &t)| {
+            let lp = scores[o].watched.iter().find(|(w, _)| *w == t).map_or(-1e30, |(_, v)| *v);
+            chain.before[o] + lp
+        })
+        .collect();
 }
 
 /// A fed float tensor of a format-1 trace that is the previous call's output
@@ -202,6 +265,9 @@ pub(crate) fn feeds(
 ) -> Vec<(Feed, FeedSource)> {
     let first = chain.decoder_calls == 0;
     let reorder = beam_origins(plan, c, chain);
+    let mut tried = None;
+    // The rows of the previous call this call's cache is, once one past's digest showed them.
+    let mut shown: Option<Vec<usize>> = None;
     // The past length this call feeds: the first self past's length on the sequence axis.
     let past_len = plan
         .self_past
@@ -210,7 +276,8 @@ pub(crate) fn feeds(
         .filter(|_| plan.buffer.is_none())
         .unwrap_or(0)
         .max(0);
-    c.feeds
+    let fed = c
+        .feeds
         .iter()
         .map(|f| {
             let dims: Vec<usize> = f.shape.iter().map(|&d| d.max(0) as usize).collect();
@@ -218,12 +285,31 @@ pub(crate) fn feeds(
             let elem = ElemType::from_name(&f.dtype).unwrap_or(ElemType::F32);
             let given = f.value.as_ref().filter(|v| v.len() == n);
             let digest = f.digest.as_ref();
-            let chained = digest
-                .and_then(|d| chain.produced.get(d))
-                .filter(|a| a.shape() == dims.as_slice())
-                .cloned()
+            let whole = digest.and_then(|d| chain.produced.get(d)).filter(|a| a.shape() == dims.as_slice()).cloned();
+            if let Some(a) = &whole {
+                // The previous call's own present, as it came out: its rows in order.
+                let present = plan.self_past.iter().find(|p| p.past == f.name).map(|p| p.present.as_str());
+                let last = chain.last.as_ref().and_then(|(o, _)| o.get(present?));
+                if last == Some(a) {
+                    shown.get_or_insert_with(|| (0..dims[0]).collect());
+                }
+            }
+            let chained = whole
                 .or_else(|| f.rows.as_ref().and_then(|r| chain.gathered(r, &dims)))
-                .or_else(|| reordered(chain, reorder.as_deref(), f, &dims));
+                .or_else(|| {
+                    let g = reordered(chain, reorder.as_deref(), f, &dims);
+                    if g.is_some() {
+                        shown = reorder.clone();
+                    }
+                    g
+                })
+                .or_else(|| {
+                    let g = searched(plan, chain, f, &dims, &mut tried);
+                    if let (Some(_), Some(Some(o))) = (&g, &tried) {
+                        shown = Some(o.clone());
+                    }
+                    g
+                });
             let (values, source) = if f.zeros && elem.is_float() {
                 (feeds::Values::Float(ArrayD::zeros(IxDyn(&dims))), FeedSource::Recorded)
             } else if let Some(a) = chained.filter(|_| given.is_none() && elem.is_float()) {
@@ -246,6 +332,36 @@ pub(crate) fn feeds(
                 (v, s)
             };
             (Feed { name: f.name.clone(), elem, values }, source)
+        })
+        .collect::<Vec<_>>();
+    if let Some(Some(origin)) = tried {
+        rescore(chain, &origin);
+    }
+    match shown {
+        Some(origin) => same_rows(plan, chain, fed, &origin),
+        None => fed,
+    }
+}
+
+/// A call's other self pasts, once one past's digest showed which rows of
+/// the previous call the cache is: the previous presents gathered by those
+/// rows, where their own digests cannot show it (the re-run is bit-exact
+/// with the caller's in the first layers only, when the two runtimes sum in
+/// other orders). A beam search reorders every layer's cache alike.
+fn same_rows(plan: &Plan, chain: &Chain, fed: Vec<(Feed, FeedSource)>, origin: &[usize]) -> Vec<(Feed, FeedSource)> {
+    let Some((outputs, _)) = chain.last.as_ref() else { return fed };
+    fed.into_iter()
+        .map(|(feed, source)| {
+            let present = plan.self_past.iter().find(|p| p.past == feed.name).map(|p| &p.present);
+            let gathered = present
+                .filter(|_| source == FeedSource::Seeded)
+                .and_then(|p| outputs.get(p))
+                .filter(|a| matches!(&feed.values, feeds::Values::Float(v) if v.shape() == a.shape()))
+                .and_then(|a| crate::engine::rows::gather(a, origin));
+            match gathered {
+                Some(g) => (Feed { values: feeds::Values::Float(g), ..feed }, FeedSource::Gathered),
+                None => (feed, source),
+            }
         })
         .collect()
 }

@@ -111,6 +111,69 @@ pub fn assign(beams: usize, running: &[f64], tokens: &[i64], scores: &[RowScores
     (origin, next)
 }
 
+/// Bytes hashed at most while searching origins by digest (a few tenths of
+/// a second): past it the search gives up and the feed stays undecided.
+const MAX_HASHED: u128 = 1 << 28;
+
+/// The origins (each row's source row, within its group of `group` rows)
+/// whose gather of `a` has the recorded `digest`, when a digest-only trace
+/// cannot say which rows a beam search chose: every origin vector is tried
+/// by walking them depth first with the SHA-1 state of each prefix kept (a
+/// candidate costs one row's hashing), equal rows tried once. `None` when
+/// none matches or the search would hash more than [`MAX_HASHED`] bytes.
+pub fn origins_by_digest(dtype: &str, a: &ArrayD<f32>, group: usize, digest: &str) -> Option<Vec<usize>> {
+    let rows = *a.shape().first()?;
+    if a.ndim() < 2 || group == 0 || rows == 0 || !rows.is_multiple_of(group) {
+        return None;
+    }
+    let bytes: Vec<Vec<u8>> = a
+        .axis_iter(Axis(0))
+        .map(|r| match dtype {
+            "float32" => Some(r.iter().flat_map(|x| x.to_le_bytes()).collect()),
+            "float16" => Some(r.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes()).collect()),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    // Each row's candidates: the distinct rows of its group (equal rows give equal tensors).
+    let choices: Vec<Vec<usize>> = (0..rows)
+        .map(|j| {
+            let g = (j / group) * group..(j / group + 1) * group;
+            g.clone().filter(|&i| !g.clone().take_while(|&k| k < i).any(|k| bytes[k] == bytes[i])).collect()
+        })
+        .collect();
+    let (mut leaves, mut cost) = (1u128, 0u128);
+    for (j, c) in choices.iter().enumerate() {
+        leaves = leaves.saturating_mul(c.len() as u128);
+        cost = cost.saturating_add(leaves.saturating_mul(bytes[j].len() as u128));
+    }
+    if cost > MAX_HASHED {
+        return None;
+    }
+    let shape: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
+    let mut head = sha1_smol::Sha1::new();
+    head.update(format!("{dtype}{shape:?}\n").as_bytes());
+    let mut origin = Vec::with_capacity(rows);
+    walk(&head, &bytes, &choices, digest, &mut origin).then_some(origin)
+}
+
+/// Depth-first over the rows still to choose, the hash of the chosen prefix kept.
+fn walk(h: &sha1_smol::Sha1, bytes: &[Vec<u8>], choices: &[Vec<usize>], digest: &str, origin: &mut Vec<usize>) -> bool {
+    let j = origin.len();
+    if j == choices.len() {
+        return digest.strip_prefix("sha1:").is_some_and(|d| h.digest().to_string() == d);
+    }
+    for &i in &choices[j] {
+        let mut next = h.clone();
+        next.update(&bytes[i]);
+        origin.push(i);
+        if walk(&next, bytes, choices, digest, origin) {
+            return true;
+        }
+        origin.pop();
+    }
+    false
+}
+
 /// Whether a beam search explains the tokens a group's rows were fed next:
 /// walking its candidates best first (each row's running score plus a top
 /// token's log-probability), every fed token is met before more than `beams`
@@ -174,6 +237,24 @@ mod tests {
         ];
         assert!(explains(&run, &[5, 4], &wide, 2));
         assert!(!explains(&run, &[8, 8], &wide, 2), "two draws far down the list are no beam search");
+    }
+
+    #[test]
+    fn a_gather_is_found_by_its_digest_alone() {
+        let a = ndarray::Array::from_shape_fn(ndarray::IxDyn(&[6, 2, 3]), |i| (i[0] * 10 + i[1] * 3 + i[2]) as f32);
+        let origin = vec![1, 1, 0, 5, 3, 3];
+        let d = digest_of("float32", &gather(&a, &origin).unwrap()).unwrap();
+        assert_eq!(origins_by_digest("float32", &a, 3, &d), Some(origin));
+        // Outside each group of 3 no origin is tried, and another tensor matches none.
+        let across = digest_of("float32", &gather(&a, &[4, 1, 0, 5, 3, 3]).unwrap()).unwrap();
+        assert_eq!(origins_by_digest("float32", &a, 3, &across), None);
+        assert_eq!(origins_by_digest("float16", &a, 3, &d), None);
+        // Equal rows are tried once: the first of them is the origin found.
+        let mut b = a.clone();
+        let row0 = b.index_axis(Axis(0), 0).to_owned();
+        b.index_axis_mut(Axis(0), 2).assign(&row0);
+        let d = digest_of("float32", &gather(&b, &[2, 2, 1, 3, 3, 3]).unwrap()).unwrap();
+        assert_eq!(origins_by_digest("float32", &b, 3, &d), Some(vec![0, 0, 1, 3, 3, 3]));
     }
 
     #[test]

@@ -4,6 +4,7 @@ are unchanged (the same scheme in both formats), so the result is exactly what
 python/onnx_contract_trace.py with version=1 records for the same run.
 
     python3 tests/callers/to_v1.py tests/traces/optimum-beam3.jsonl tests/traces/optimum-beam3-v1.jsonl
+    python3 tests/callers/to_v1.py --keep-ints SRC DST   # an application's logger keeping every integer (a Rust engine's)
 """
 import json
 import sys
@@ -32,4 +33,7 @@ def convert(src, dst):
 
 
 if __name__ == "__main__":
-    convert(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "--keep-ints":
+        rewrite(sys.argv[2], sys.argv[3], lambda v: True)
+    else:
+        convert(sys.argv[1], sys.argv[2])
