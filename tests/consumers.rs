@@ -120,21 +120,21 @@ fn transformers_js_layouts_get_transformers_js_s_own_verdict() {
                     consumer.iter().any(|f| f["code"] == *code_name && f["message"].as_str().unwrap().contains(text));
                 assert!(found, "{folder}: no {code_name} saying `{text}`: {consumer:#?}");
                 // Where transformers.js itself failed, running it says so too.
-                // (an encoder-decoder folder's generation is said not compared).
+                // (a multimodal folder's generation is said not compared).
                 if dtypes["default"]["ok"] == false {
                     let said = |code: &str, text: &str| {
                         consumer.iter().any(|f| f["code"] == code && f["message"].as_str().unwrap().contains(text))
                     };
                     assert!(
                         said("consumer-run", "file was not found locally")
-                            || said("consumer-not-run", "compared on text decoder-only folders only"),
+                            || said("consumer-not-run", "a multimodal or audio model needs its images or sound"),
                         "{folder}: {consumer:#?}"
                     );
                 }
             }
             None => {
                 // Loaded at every dtype it offers: no consumer flag; its own generation agrees
-                // where the folder is decoder-only (bart-tjs: said not compared).
+                // where the folder is text (tjs-vlm: said not compared).
                 assert!(dtypes.as_object().unwrap().values().all(|d| d["ok"] == true), "{folder}: listed as broken?");
                 let flags: Vec<_> = consumer.iter().filter(|f| f["severity"] != "info").collect();
                 assert!(flags.is_empty(), "{folder}: {flags:#?}");
@@ -142,7 +142,7 @@ fn transformers_js_layouts_get_transformers_js_s_own_verdict() {
                 assert!(
                     said.iter()
                         .any(|m| m.starts_with("transformers.js's own greedy generation gives the reference's tokens")
-                            || m.contains("compared on text decoder-only folders only")),
+                            || m.contains("a multimodal or audio model needs its images or sound")),
                     "{folder}: {said:#?}"
                 );
             }
@@ -156,12 +156,30 @@ fn consumer_is_chosen_by_flag_and_none_switches_the_rules_off() {
     let (code, r) = json(&["check", path_str(&dir), "--static-only", "--consumer", "none", "--format", "json"]);
     assert_eq!(code, 0, "the graph itself is fine: {r:#}");
     assert!(consumers(&r).is_empty());
-    // A decoder-only folder in transformers.js 2's layout loads in 2 and not in 3.
+    // A folder in transformers.js 2's file layout, held to 2's own loading as
+    // @xenova/transformers 2.17.2 does it (models/TJS2-RUN-NOTES.md): it opens
+    // `_quantized` by default, and its onnxruntime-node 1.14 reads IR 8 at most.
     let dir = model("tjs-decoder-merged-only");
     let (code, r) =
         json(&["check", path_str(&dir), "--static-only", "--consumer", "transformers.js@2", "--format", "json"]);
-    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(code, 2, "{r:#}");
     assert_eq!(r["consumers"][0]["major"], 2);
+    let said: Vec<&str> = all_findings(&r).iter().filter_map(|f| f["message"].as_str()).collect();
+    assert!(said.iter().any(|m| m.contains("opens onnx/decoder_model_merged_quantized.onnx by default")), "{said:#?}");
+    assert!(said.iter().any(|m| m.contains("IR version 9") && m.contains("IR 8 at most")), "{said:#?}");
+    // The current release's layout is not 2's.
+    let (code, r) = json(&[
+        "check",
+        path_str(&model("tjs-variants")),
+        "--static-only",
+        "--consumer",
+        "transformers.js@2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 2);
+    let said: Vec<&str> = all_findings(&r).iter().filter_map(|f| f["message"].as_str()).collect();
+    assert!(said.iter().any(|m| m.contains("layout of transformers.js 3 and later")), "{said:#?}");
     let out = run(&["check", path_str(&dir), "--static-only", "--consumer", "onnxruntime"]);
     // A usage error (exit 64) naming the choices.
     assert_eq!(out.status.code(), Some(64));
@@ -273,10 +291,44 @@ fn optimum_s_own_generation_is_compared() {
             && m.contains("Got invalid dimensions for input: past_key_values.")),
         "{s:?}"
     );
-    // A seq2seq folder: said, not compared.
-    let (_, r) = check_folder("marian-tiny");
-    let not_run = all_findings(&r).into_iter().find(|f| f["code"] == "consumer-not-run").cloned();
-    assert!(format!("{not_run:?}").contains("compared on text decoder-only folders only"), "{not_run:?}");
+}
+
+/// An encoder-decoder's own generation from source ids, with the
+/// generation config's processors off (Marian's forced end token is not the
+/// graph's doing): optimum's ORTModelForSeq2SeqLM on a flat folder,
+/// transformers.js' AutoModelForSeq2SeqLM on its layout; a decoder whose
+/// cross-attention keys and values are swapped departs where the reference
+/// shows it, in the consumer's own hands too.
+#[test]
+fn an_encoder_decoder_s_own_generation_is_compared() {
+    let runs = |r: &Value| -> Vec<(String, String)> {
+        all_findings(r)
+            .into_iter()
+            .filter(|f| f["code"] == "consumer-run")
+            .map(|f| (f["severity"].as_str().unwrap().to_string(), f["message"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    for (good, who) in [("marian-tiny", "optimum"), ("bart-tjs", "transformers.js")] {
+        let (code, r) = check_folder(good);
+        assert_eq!(code, 0, "{good}: {r:#}");
+        let s = runs(&r);
+        assert!(
+            s.iter().any(|(sev, m)| sev == "info"
+                && m.starts_with(&format!("{who}'s own greedy generation gives the reference's tokens"))
+                && m.contains("prompt [5, 17, 42, 7, 9, 3]")),
+            "{good}: {s:?}"
+        );
+    }
+    let (code, r) = check_folder("mech-cross-kv-swapped");
+    assert_eq!(code, 2, "{r:#}");
+    let s = runs(&r);
+    assert!(
+        s.iter().any(|(sev, m)| sev == "error"
+            && m.contains(
+                "optimum's own greedy generation departs from the model's uncached reference at new token 1"
+            )),
+        "{s:?}"
+    );
 }
 
 /// A size genai_config.json states wrong that genai's own run shows it does

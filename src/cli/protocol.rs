@@ -73,6 +73,14 @@ pub(crate) fn run(args: ProtocolArgs, json_out: bool) -> Result<i32, Fail> {
         }
     }
     if reference {
+        // An empty prompt makes no reference (the graph reshapes zero tokens): said, not run.
+        if ids.is_empty() && features.is_none() {
+            return Err(Fail {
+                code: exit::USAGE,
+                kind: "usage",
+                message: "--reference needs the prompt (decoder-only) or the source ids (text seq2seq): --ids 5,17,42 (audio: --features FILE.npy)".into(),
+            });
+        }
         let beams = num_beams.map(usize::from);
         let (ids, top5, score) =
             onnx_contract::protocol::reference::generate(&p, &path, ids, features, max_new_tokens, ignore_eos, beams)
@@ -112,7 +120,7 @@ pub(crate) fn run(args: ProtocolArgs, json_out: bool) -> Result<i32, Fail> {
         None => {
             emit(&table::protocol(&p));
             #[cfg(feature = "runtime")]
-            if onnx_contract::protocol::consumer::text_decoder(&p).is_some() {
+            if onnx_contract::protocol::consumer::text_plan(&p).is_some() {
                 emit(&consumer_calls(&path));
             }
         }

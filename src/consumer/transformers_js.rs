@@ -131,9 +131,92 @@ pub fn loaded_decoder(view: &View<'_>, major: u32) -> Option<String> {
 /// Every loading rule, on `view`, as transformers.js `major` loads it.
 pub fn check(view: &View<'_>, major: u32) -> Vec<Finding> {
     let mut out = Vec::new();
-    out.extend(layout_and_dtypes(view, major));
-    out.extend(external_data(view));
+    if major <= 2 {
+        // 2 reads no `transformers.js_config` (no dtype, no external-data
+        // format): its own rules, run with @xenova/transformers 2.17.2
+        // (models/TJS2-RUN-NOTES.md).
+        out.extend(version_2(view));
+    } else {
+        out.extend(layout_and_dtypes(view, major));
+        out.extend(external_data(view));
+    }
     out.extend(decoder_start(view));
+    out
+}
+
+/// The highest ONNX IR version transformers.js 2's runtime reads:
+/// `@xenova/transformers` 2.17 pins `onnxruntime-node` 1.14.0, which says
+/// "Unsupported model IR version: 9, max supported IR version: 8".
+const V2_MAX_IR: i64 = 8;
+
+/// transformers.js 2's loading, as `@xenova/transformers` 2.17.2 does it
+/// (`src/models.js: constructSession`): `onnx/<stem>_quantized.onnx` by
+/// default (`quantized = true`), `onnx/<stem>.onnx` with `quantized: false`;
+/// the file's bytes handed to ONNX Runtime (`InferenceSession.create(buffer)`),
+/// so external data is looked for beside the process, not the model.
+fn version_2(view: &View<'_>) -> Vec<Finding> {
+    let Some((stems, form)) = sessions(view, 2) else { return Vec::new() };
+    let mut out = Vec::new();
+    let onnx = |name: &str| view.models.iter().find(|m| m.rel == name);
+    let plain: Vec<String> = stems.iter().map(|s| format!("onnx/{s}.onnx")).collect();
+    let quantized: Vec<String> = stems.iter().map(|s| format!("onnx/{s}_quantized.onnx")).collect();
+    let absent = |files: &[String]| files.iter().filter(|f| !view.has(f)).cloned().collect::<Vec<_>>();
+    let (no_plain, no_quantized) = (absent(&plain), absent(&quantized));
+    if !no_plain.is_empty() && !no_quantized.is_empty() {
+        let have: Vec<&str> = view.models.iter().filter(|m| m.rel.starts_with("onnx/")).map(|m| m.rel).collect();
+        let hint = if stems == ["decoder_model_merged"] && have.iter().any(|r| r.starts_with("onnx/model")) {
+            "this is the layout of transformers.js 3 and later (onnx/model.onnx): load it with a current release"
+                .to_string()
+        } else {
+            format!("it has {}", have.join(", "))
+        };
+        out.push(Finding::error(
+            Code::ConsumerLayout,
+            format!(
+                "transformers.js 2 opens {} ({} with `quantized: false`) for {form}, and the folder has neither: from_pretrained fails (\"file was not found locally at …/{}\"); {hint}",
+                quantized.join(" and "),
+                plain.join(" and "),
+                no_quantized[0],
+            ),
+        ));
+        return out;
+    }
+    if !no_quantized.is_empty() {
+        out.push(Finding::error(
+            Code::ConsumerFile,
+            format!(
+                "transformers.js 2 opens {} by default (`quantized: true`), which is not in the folder: from_pretrained(name) fails (\"file was not found locally at …/{}\"); only from_pretrained(name, {{quantized: false}}) loads it: add the quantized file, or say so wherever the model is published",
+                no_quantized.join(" and "),
+                no_quantized[0],
+            ),
+        ));
+    }
+    for rel in plain.iter().chain(&quantized).filter(|f| view.has(f)) {
+        let Some(m) = onnx(rel) else { continue };
+        if let Some(ir) = m.sig.ir_version.filter(|v| *v > V2_MAX_IR) {
+            out.push(
+                Finding::error(
+                    Code::ConsumerConfig,
+                    format!(
+                        "{rel} is ONNX IR version {ir}; transformers.js 2 runs onnxruntime-node 1.14, which reads IR {V2_MAX_IR} at most: \"Can't create a session\" (\"Unsupported model IR version: {ir}, max supported IR version: {V2_MAX_IR}\"); export with IR {V2_MAX_IR} (onnx.helper's ir_version, or an older exporter) or load it with transformers.js 3 or later"
+                    ),
+                )
+                .tensor(rel),
+            );
+        }
+        if let Some(data) = m.sig.external_data.first() {
+            out.push(
+                Finding::error(
+                    Code::ConsumerFile,
+                    format!(
+                        "{rel} keeps its weights in `{}`; transformers.js 2 hands ONNX Runtime the .onnx file's bytes, so the data is looked for relative to the process's working directory, not the model's folder: \"Can't create a session\" (\"GetFileLength for ./{} failed\") unless the process runs inside onnx/; save the weights inside the .onnx (under 2 GB) or load it with transformers.js 3 or later",
+                        data.location, data.location
+                    ),
+                )
+                .tensor(rel),
+            );
+        }
+    }
     out
 }
 

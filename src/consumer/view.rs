@@ -143,6 +143,28 @@ impl<'a> View<'a> {
     }
 }
 
+impl View<'_> {
+    /// Whether the folder is a text encoder-decoder: an encoder fed token
+    /// ids and decoders fed its states, nothing else (no audio or vision
+    /// input, no embeddings): the folders a consumer's seq2seq class
+    /// generates from with source ids alone.
+    pub fn text_encoder_decoder(&self) -> bool {
+        let names = |m: &ModelFile<'_>| m.sig.inputs.iter().map(|i| i.name.clone()).collect::<Vec<_>>();
+        let encoder = self.models.iter().filter(|m| m.role == Role::Encoder).collect::<Vec<_>>();
+        let text_encoder = !encoder.is_empty()
+            && encoder.iter().all(|m| {
+                let n = names(m);
+                n.iter().any(|x| x == "input_ids") && !n.iter().any(|x| x.contains("features") || x.contains("pixel"))
+            });
+        text_encoder
+            && self.models.iter().any(|m| m.role.is_decoder())
+            && self.models.iter().all(|m| {
+                (m.role == Role::Encoder || m.role.is_decoder())
+                    && !names(m).iter().any(|x| x.contains("inputs_embeds"))
+            })
+    }
+}
+
 /// Every integer in `v` (a number or a list of numbers).
 pub(crate) fn ids(v: &Value) -> Vec<i64> {
     match v {

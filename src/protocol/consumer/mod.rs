@@ -41,14 +41,26 @@ pub fn program(c: Consumer) -> &'static str {
 }
 
 /// The plan of `p`'s text decoder-only form, the one the consumers'
-/// programs generate from (a decoder fed embeddings belongs to a multimodal
-/// class; an encoder-decoder needs its source: neither is run yet).
+/// causal-LM programs generate from (a decoder fed embeddings belongs to a
+/// multimodal class, which is not run).
 pub fn text_decoder(p: &super::Protocol) -> Option<&crate::plan::Plan> {
+    text_plan(p).filter(|pl| pl.family == crate::plan::Family::DecoderOnly)
+}
+
+/// The plan of `p`'s text form a consumer generates from with token ids
+/// alone: decoder-only, or an encoder-decoder fed source ids.
+pub fn text_plan(p: &super::Protocol) -> Option<&crate::plan::Plan> {
     let l = p.loops.iter().find(|l| l.form != "with-past-alone")?;
     let text = l.embed.is_none()
         && l.plan.as_ref().is_some_and(|pl| !pl.dtypes.iter().any(|(n, _)| n.contains("inputs_embeds")));
-    l.plan.as_ref().filter(|pl| pl.family == crate::plan::Family::DecoderOnly && text)
+    l.plan
+        .as_ref()
+        .filter(|pl| matches!(pl.family, crate::plan::Family::DecoderOnly | crate::plan::Family::Seq2Seq) && text)
 }
+
+/// The source ids an encoder-decoder is compared on (the prompt is
+/// `[1, 3, 14, 15]` for a decoder-only model), taken within the vocabulary.
+const SOURCE_IDS: [i64; 6] = [5, 17, 42, 7, 9, 3];
 
 /// The `@huggingface/transformers` package folder: `$TRANSFORMERS_JS_DIR`,
 /// else a `node_modules` beside the working directory or any folder above it.
@@ -189,16 +201,23 @@ pub fn start(dir: &Path, view: &View<'_>, targets: &[Target], timeout: Duration)
     if runnable.is_empty() {
         return r;
     }
-    if !view.text_decoder_only() {
+    let seq2seq = view.text_encoder_decoder();
+    if !view.text_decoder_only() && !seq2seq {
         let who: Vec<&str> = runnable.iter().map(|c| name(*c)).collect();
         r.note = Some(format!(
-            "{}'s own generation is compared on text decoder-only folders only (an encoder-decoder needs its source, a multimodal decoder its embeddings): not run on this folder",
+            "{}'s own generation is compared on text folders (decoder-only, or an encoder-decoder fed source ids); a multimodal or audio model needs its images or sound: not run on this folder",
             who.join(" and ")
         ));
         return r;
     }
+    // onnxruntime-genai builds encoder-decoders for audio (Whisper) only.
+    let runs = |t: &&Target| runs(t) && !(seq2seq && t.consumer == Consumer::Genai);
+    if seq2seq && targets.iter().any(|t| t.consumer == Consumer::Genai) {
+        r.note = Some("onnxruntime-genai's own generation was not run: it generates from encoder-decoders with audio input (Whisper) only, and this one is fed text".into());
+    }
     let vocab = view.logits_width().or_else(|| view.config_value("vocab_size").and_then(|v| v.as_i64())).unwrap_or(16);
-    r.ids = [1, 3, 14, 15].iter().map(|i| i % vocab.max(1)).collect();
+    let prompt: &[i64] = if seq2seq { &SOURCE_IDS } else { &[1, 3, 14, 15] };
+    r.ids = prompt.iter().map(|i| i % vocab.max(1)).collect();
     r.pending = targets
         .iter()
         .filter(runs)
@@ -230,14 +249,14 @@ impl Running {
                 return out;
             }
         };
-        let Some(plan) = text_decoder(&p) else {
+        let Some(plan) = text_plan(&p) else {
             self.pending.into_iter().for_each(|(_, _, p)| p.stop());
             out.push(info(
-                "the consumers' own generation was not compared: no text decoder-only loop in the folder's protocol"
-                    .into(),
+                "the consumers' own generation was not compared: no text decoder loop in the folder's protocol".into(),
             ));
             return out;
         };
+        let seq2seq = plan.family == crate::plan::Family::Seq2Seq;
         let ids = self.ids;
         // The uncached reference of each file a consumer opened, run once.
         let mut references: Vec<(Option<String>, Result<Reference, String>, crate::plan::numeric::Tolerance)> =
@@ -270,6 +289,14 @@ impl Running {
             // The file the consumer opened, when the folder has it and it is not the protocol's own.
             let first = p.loops.iter().find(|l| l.form != "with-past-alone").map(|l| l.later_file.as_str());
             let file = file.filter(|f| dir.join(f).is_file() && Some(f.as_str()) != first);
+            // An encoder-decoder's dtype variant runs with its own encoder: no one-file reference.
+            if let Some(f) = file.as_ref().filter(|_| seq2seq) {
+                out.push(info(format!(
+                    "{who} opens {f}, a dtype variant of an encoder-decoder: its generation ({:?}) is not compared (the reference runs the folder's float32 encoder and decoder)",
+                    ran.tokens
+                )));
+                continue;
+            }
             if !references.iter().any(|(f, _, _)| *f == file) {
                 let (r, tolerance) = match &file {
                     None => (

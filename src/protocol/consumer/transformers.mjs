@@ -3,7 +3,9 @@
 // do_sample false, no tokenizer): written by `onnx-contract protocol`, run
 // by `onnx-contract check` in a child. Prints one JSON line.
 //   node transformers.mjs PACKAGE_DIR FOLDER IDS_JSON MAX_NEW_TOKENS
-// PACKAGE_DIR: the @huggingface/transformers package folder.
+// PACKAGE_DIR: the @huggingface/transformers package folder. IDS_JSON is the
+// prompt, or an encoder-decoder's source ids (AutoModelForSeq2SeqLM); the
+// tokens printed are the new ones (after the decoder start token).
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -35,20 +37,59 @@ try {
     out.error = e instanceof Error ? e.message : String(e);
     done();
 }
+// The tokens are compared with the graph's own plain greedy argmax: these
+// generation-config processors (Marian and BART ship forced_eos_token_id,
+// which forces the end token at the last step) change the argmax without
+// being the graph's doing, so they are off.
+// decoder_start_token_id, eos_token_id and pad_token_id stay the folder's own.
+const PLAIN = {
+    bad_words_ids: null,
+    begin_suppress_tokens: null,
+    encoder_no_repeat_ngram_size: 0,
+    encoder_repetition_penalty: 1.0,
+    exponential_decay_length_penalty: null,
+    forced_bos_token_id: null,
+    forced_decoder_ids: null,
+    forced_eos_token_id: null,
+    guidance_scale: null,
+    min_length: 0,
+    min_new_tokens: null,
+    no_repeat_ngram_size: 0,
+    remove_invalid_values: false,
+    repetition_penalty: 1.0,
+    suppress_tokens: null,
+};
+const encoderDecoder = () => {
+    try {
+        return JSON.parse(fs.readFileSync(path.join(folder, 'config.json'), 'utf8')).is_encoder_decoder === true;
+    } catch {
+        return false; // no readable config: from_pretrained says why
+    }
+};
 try {
-    const { env, Tensor, AutoModelForCausalLM } = tjs;
+    const seq2seq = encoderDecoder();
+    const { env, Tensor, AutoModelForCausalLM, AutoModelForSeq2SeqLM } = tjs;
     env.allowRemoteModels = false;
     env.useFSCache = false;
     env.useBrowserCache = false;
     process.chdir(path.dirname(path.resolve(folder)));
     env.localModelPath = './';
     out.stage = 'from_pretrained';
-    const model = await AutoModelForCausalLM.from_pretrained(path.basename(path.resolve(folder)), { device: 'cpu' });
+    const Auto = seq2seq ? AutoModelForSeq2SeqLM : AutoModelForCausalLM;
+    const model = await Auto.from_pretrained(path.basename(path.resolve(folder)), { device: 'cpu' });
     out.stage = 'generate';
     const input_ids = new Tensor('int64', BigInt64Array.from(ids.map(BigInt)), [1, ids.length]);
     const attention_mask = new Tensor('int64', new BigInt64Array(ids.length).fill(1n), [1, ids.length]);
-    const seq = await model.generate({ input_ids, attention_mask, max_new_tokens: Number(maxNew), do_sample: false, num_beams: 1 });
-    out.tokens = (seq.sequences ?? seq).tolist()[0].slice(ids.length).map(Number);
+    const seq = await model.generate({
+        input_ids,
+        attention_mask,
+        max_new_tokens: Number(maxNew),
+        do_sample: false,
+        num_beams: 1,
+        ...PLAIN,
+    });
+    // An encoder-decoder's output is the decoder's: its start token, then the new ones.
+    out.tokens = (seq.sequences ?? seq).tolist()[0].slice(seq2seq ? 1 : ids.length).map(Number);
     out.ok = true;
     out.stage = null;
 } catch (e) {
