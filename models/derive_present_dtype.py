@@ -9,23 +9,25 @@ the next past) is refused at the first cached step:
     expected: (tensor(float))
 
 Step 0 runs and its logits are the fp32 model's (the cast only touches the
-presents). `python models/derive_present_dtype.py` rewrites the folder and
-prints what step 1 does in onnxruntime.
+presents). `python models/derive_present_dtype.py [--out DIR] [--verify-only]`
+rewrites the folder (under DIR instead of models/) and prints what step 1
+does in onnxruntime.
 """
 import shutil
 from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper
+
+import fixture_common as fc
 
 HERE = Path(__file__).resolve().parent
 SRC, OUT = HERE / "gpt2-tiny", HERE / "gpt2-fp16-presents"
 
 
 def derive():
-    OUT.mkdir(exist_ok=True)
+    OUT.mkdir(parents=True, exist_ok=True)
     for f in SRC.iterdir():
         if f.suffix == ".json" or f.name.endswith(".txt"):
             shutil.copy(f, OUT / f.name)
@@ -45,7 +47,7 @@ def derive():
 
 
 def verify():
-    s = ort.InferenceSession(str(OUT / "model.onnx"), providers=["CPUExecutionProvider"])
+    s = fc.session(OUT / "model.onnx")
     names = [i.name for i in s.get_inputs()]
     shape = {i.name: i.shape for i in s.get_inputs()}
     feeds = {"input_ids": np.array([[3, 14, 15, 92]], dtype=np.int64)}
@@ -75,5 +77,9 @@ def verify():
 
 
 if __name__ == "__main__":
-    derive()
+    args = fc.parse_args({})
+    if args.out:
+        OUT = args.out / OUT.name
+    if not args.verify_only:
+        derive()
     verify()

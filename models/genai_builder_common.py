@@ -1,10 +1,10 @@
 """Parts shared by the generators that run the onnxruntime-genai model builder
 and record what onnxruntime-genai itself does on a folder.
 
-Used by generate_genai_builder.py. It builds on generate_genai_forms.py's
-save_hf (the HF folder the builder reads, with a WordLevel tokenizer of exactly
-vocab_size entries) and BUILDER_PYTHON (the transformers-5 venv the 0.18.0
-builder needs; see that script's docstring for how the two venvs are made).
+Used by generate_genai_builder.py. The builder run itself (fixture_common's
+genai_builder: save_hf's HF folder with a WordLevel tokenizer of exactly
+vocab_size entries, BUILDER_PYTHON's transformers-5 venv the 0.18.0 builder
+needs) is shared with generate_genai_forms.py and generate_numeric.py.
 
 - builder_export: run the builder with any precision, keep the config files
   asked for (or none: real builder output has only genai_config.json).
@@ -17,46 +17,25 @@ import contextlib
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from generate_genai_forms import BUILDER_PYTHON, save_hf  # noqa: E402
+import fixture_common as fc  # noqa: E402
 
-HF_CONFIG_FILES = ("config.json", "generation_config.json")
+HF_CONFIG_FILES = fc.CONFIG_FILES
 
 
 def builder_export(model, out: Path, precision="fp32", config_files=HF_CONFIG_FILES, extra_options=(), prepare=None):
-    """`python -m onnxruntime_genai.models.builder -i HF -o OUT -p PRECISION -e cpu`
-    on `model`'s save_pretrained folder. Every file the builder writes is kept
-    unchanged; `config_files` (from the save_pretrained folder, which the
-    builder does not write) are copied in beside them. `prepare(hf_dir)` may
-    touch the HF folder before the builder reads it."""
-    if not BUILDER_PYTHON.exists():
-        raise SystemExit(f"no builder python {BUILDER_PYTHON}: see generate_genai_forms.py's docstring")
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        save_hf(tmp / "hf", model)
-        if prepare is not None:
-            prepare(tmp / "hf")
-        env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
-        env.pop("PYTHONPATH", None)
-        extra = ["--extra_options", *extra_options] if extra_options else []
-        subprocess.run(
-            [str(BUILDER_PYTHON), "-m", "onnxruntime_genai.models.builder", "-i", str(tmp / "hf"), "-o", str(tmp / "out"),
-             "-p", precision, "-e", "cpu", "-c", str(tmp / "cache"), *extra],
-            env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        if out.exists():
-            shutil.rmtree(out)
-        shutil.copytree(tmp / "out", out)
-        for name in config_files:
-            shutil.copy(tmp / "hf" / name, out / name)
+    """fc.genai_builder with any precision: every file the builder writes is
+    kept unchanged; `config_files` (from the save_pretrained folder, which
+    the builder does not write; possibly none) are copied in beside them.
+    `prepare(hf_dir)` may touch the HF folder before the builder reads it."""
+    fc.genai_builder(model, out, precision=precision, extra_options=extra_options, config_files=config_files,
+                     prepare=prepare)
 
 
 GRAPH_FILES = ("model.onnx", "model.onnx.data")

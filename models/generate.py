@@ -90,22 +90,18 @@ committed before that, i.e. bart/t5/whisper/marian-tiny/marian-baked-past,
 differ from a fresh run only in those initializer names.)
 """
 import json
-import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    # merge_decoders' initializer names depend on set order: fix the hash seed.
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
 
-import onnx
-import torch
-import transformers
-from optimum.exporters.onnx import onnx_export_from_model
+fc.start(__name__)  # merge_decoders' initializer names depend on set order: fix the hash seed
+
+import onnx  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from optimum.exporters.onnx import onnx_export_from_model  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE  # where the fixture folders are written (--out DIR)
@@ -150,12 +146,7 @@ def export_optimum(model, task, out: Path, keep, onnx_dir=None):
     """Export with optimum, keep the named ONNX files (in onnx_dir, default
     out) and write the model's config files into out."""
     save_configs(model.config, out, type(model).__name__)
-    dest = onnx_dir or out
-    with tempfile.TemporaryDirectory() as tmp:
-        onnx_export_from_model(model, tmp, task=task, do_validation=False)
-        dest.mkdir(parents=True, exist_ok=True)
-        for name in keep:
-            shutil.copy(Path(tmp) / name, dest / name)
+    fc.export_from_model(model, task, keep, onnx_dir or out)
 
 
 MARIAN_NUM_BEAMS = 4  # Helsinki-NLP's opus-mt models ask for beam search
@@ -171,20 +162,7 @@ def gen_marian_tiny():
     gen.write_text(json.dumps(config, indent=2) + "\n")
 
 
-SOURCE_FILES = {"config.json", "generation_config.json", "model.safetensors"}
-
-
-def save_source(model, out: Path):
-    """The checkpoint a fixture was exported from, as save_pretrained writes
-    it (safetensors): config.json, model.safetensors, generation_config.json.
-    The folder is removed first, so nothing stale survives."""
-    if out.exists():
-        shutil.rmtree(out)
-    model.save_pretrained(out, safe_serialization=True)
-    written = {p.name for p in out.iterdir()}
-    assert written <= SOURCE_FILES and {"config.json", "model.safetensors"} <= written, written
-    for p in sorted(out.iterdir()):
-        assert p.stat().st_size < 3_000_000, p
+save_source = fc.save_source  # the checkpoint a fixture was exported from (safetensors)
 
 
 def gen_marian_tiny_source():
@@ -565,14 +543,9 @@ GENERATORS = {
 }
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    names = args or list(GENERATORS)
-    for name in names:
-        print(f"== {name}", flush=True)
-        GENERATORS[name]()
+    # No measurements here: verify_fixtures.py runs every folder in onnxruntime.
+    args = fc.parse_args(GENERATORS)
+    OUT = args.out or OUT
+    fc.run_all(args, OUT, GENERATORS, None, listing=False)
     for f in sorted(OUT.rglob("*.onnx")):
         print(f"{f.relative_to(OUT)}  {f.stat().st_size} bytes")

@@ -81,12 +81,12 @@ import tempfile
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import maxdiff, session
 
-import numpy as np
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE  # where the folders are written (--out DIR)
@@ -98,11 +98,7 @@ STEPS = 10  # greedy steps after the prompt: positions 3..12, well past the wind
 WINDOW = 4
 
 
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
+_torch = fc.one_thread_torch
 
 
 # ---------------------------------------------------------------- models
@@ -224,24 +220,10 @@ GENERATORS = {name: (lambda n=name: export_folder(n)) for name in FAMILIES}
 
 # ---------------------------------------------------------------- measurements
 
-def session(path):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
 def signature(sess):
-    t = lambda v: f"{v.name} {v.type.replace('tensor(', '').rstrip(')')} {v.shape}"
-    print("  inputs:")
-    for v in sess.get_inputs():
-        print("    " + t(v))
-    print("  outputs:")
-    for v in sess.get_outputs():
-        print("    " + t(v))
+    ins, outs = fc.io_signature(sess)
+    print("  inputs:\n" + "\n".join("    " + x for x in ins))
+    print("  outputs:\n" + "\n".join("    " + x for x in outs))
 
 
 class Caller:
@@ -291,10 +273,6 @@ class Caller:
 
     def uncached(self, seq):
         return self.run([seq], np.ones((1, len(seq))), None)[0][0]
-
-
-def maxdiff(a, b):
-    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
 
 
 def torch_reference(model, prompt, steps):
@@ -447,17 +425,6 @@ if __name__ == "__main__":
         run_main_export(Path(args[2]), Path(args[3]))
         sys.exit(0)
     _torch()
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    names = args or list(GENERATORS)
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            GENERATORS[name]()
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        VERIFIERS[name](OUT / name)
+    args = fc.parse_args(GENERATORS)
+    OUT = args.out or OUT
+    fc.run_all(args, OUT, GENERATORS, VERIFIERS)

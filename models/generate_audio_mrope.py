@@ -61,20 +61,17 @@ initializer_factor 0.5 (MusicGen decoder; at 0.2 the second prompt's codebook
 rows repeat one code almost every step), both written in config.json.
 """
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import margin, run, session, signature, try_run
 
-import numpy as np
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
 
 warnings.filterwarnings("ignore")
 HERE = Path(__file__).resolve().parent
@@ -84,70 +81,15 @@ INIT_RANGE = 0.2
 TOL = 1e-4  # asserted bound on every comparison with PyTorch
 
 
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
-
-
-def _quiet_transformers():
-    from transformers.utils import logging as tlog
-
-    tlog.set_verbosity_error()
-
-
-# ================================================================ shared measurement helpers
-
-def session(path, severity=3):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = severity  # 4 where a refused input is the measurement
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-def run(sess, feeds):
-    names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(None, feeds)))
-
-
-def signature(path):
-    import onnx
-    from onnx import TensorProto
-
-    m = onnx.load(str(path), load_external_data=False)
-
-    def dims(v):
-        return "[" + ", ".join(repr(d.dim_param) if d.HasField("dim_param") else str(d.dim_value)
-                               for d in v.type.tensor_type.shape.dim) + "]"
-
-    def dtype(v):
-        return TensorProto.DataType.Name(v.type.tensor_type.elem_type).lower()
-
-    print(f"  {path.name}: IR {m.ir_version}, opset {m.opset_import[0].version}, {len(m.graph.node)} nodes,"
-          f" {path.stat().st_size} bytes")
-    for kind, vs in (("in ", m.graph.input), ("out", m.graph.output)):
-        for v in vs:
-            print(f"    {kind} {v.name} {dtype(v)} {dims(v)}")
-
-
-def errmsg(e):
-    """An onnxruntime error, shortened: the node and the kernel's own words."""
-    text = " ".join(str(e).split())
-    node = text.split("Name:")[1].split(" Status Message:")[0] if "Name:" in text else ""
-    tail = text.split("Status Message:")[-1].strip()
-    tail = tail.split(") ")[-1] if "onnxruntime_src" in tail else tail
-    return f"error at node {node}: {tail}" if node else f"error: {tail}"
+_torch = fc.one_thread_torch
+_quiet_transformers = fc.quiet_transformers
 
 
 def maxdiff(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    assert a.shape == b.shape, (a.shape, b.shape)
-    return float(np.abs(a - b).max())
+    return fc.maxdiff(a, b, same_shape=True)
 
+
+# ================================================================ shared measurement helpers
 
 def close(label, a, b):
     """max|a - b|, printed and asserted below TOL."""
@@ -164,20 +106,6 @@ def steps_close(label, got, ref):
     print(f"  {label}: per-step max|d| " + " ".join(f"{d:.2g}" for d in ds))
     assert max(ds) < TOL, f"{label}: {max(ds)} >= {TOL}"
     return ds
-
-
-def margin(logits):
-    """Smallest top-1/top-2 gap over the rows of a [rows, V] (or [V]) array."""
-    x = np.asarray(logits, np.float64).reshape(-1, np.shape(logits)[-1])
-    top = np.sort(x, axis=-1)[:, -2:]
-    return float((top[:, 1] - top[:, 0]).min())
-
-
-def try_run(fn):
-    try:
-        return fn()
-    except Exception as e:  # noqa: BLE001 - the message is the measurement
-        return errmsg(e)
 
 
 # ================================================================ musicgen-tiny
@@ -229,16 +157,7 @@ def gen_musicgen_tiny():
         src = Path(tmp, "musicgen")
         musicgen_model().save_pretrained(src)
         shutil.rmtree(out, ignore_errors=True)
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0", HF_HUB_OFFLINE="1",
-                   TRANSFORMERS_VERBOSITY="info")
-        cli = shutil.which("optimum-cli") or str(Path(sys.executable).with_name("optimum-cli"))
-        cmd = [cli, "export", "onnx", "--model", str(src), "--task", "text-to-audio", str(out)]
-        print("  $ optimum-cli " + " ".join(cmd[1:]).replace(str(src), "<saved model>"), flush=True)
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        text = r.stdout + r.stderr
-        if r.returncode != 0:
-            print(text[-4000:])
-            raise SystemExit(f"optimum-cli failed with {r.returncode}")
+        text = fc.optimum_cli(src, out, "text-to-audio", TRANSFORMERS_VERBOSITY="info")
         ok = text.count("all values close (atol: 1e-05)")
         bad = [l.strip() for l in text.splitlines() if "[x]" in l or "succeeded with the warning" in l]
         models = [l.split("model ")[-1].rstrip(".").split("/")[-1] for l in text.splitlines()
@@ -939,33 +858,17 @@ GENERATORS = {
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k: k + 2]
-    names = args or list(GENERATORS)
-    unknown = [n for n in names if n not in GENERATORS]
-    if unknown:
-        raise SystemExit(f"unknown fixture(s) {unknown}; known: {list(GENERATORS)}")
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            GENERATORS[name]()
-        for name in names:
-            for f in sorted((OUT / name).rglob("*")):
-                if f.is_file():
-                    print(f"{f.relative_to(OUT)}  {f.stat().st_size} bytes")
-                    if f.suffix == ".onnx":
-                        assert f.stat().st_size < 3_000_000, f
+    args = fc.parse_args(GENERATORS)
+    OUT = args.out or OUT
     torch_runs = None
-    for name in names:
-        print(f"== verify {name}", flush=True)
+
+    def verify(name):
+        global torch_runs
         if name == "musicgen-tiny":
             verify_musicgen_tiny(OUT / name)
         elif name == "qwen2vl-tiny":
             torch_runs = verify_qwen2vl_tiny(OUT / name)
         else:
             verify_qwen2vl_collapsed_rows(OUT / name, torch_runs)
+
+    fc.run_all(args, OUT, GENERATORS, verify)

@@ -30,20 +30,22 @@ Usage (system python: onnx 1.23.2, onnxruntime 1.31.1, numpy):
 
     python3 models/generate_batch_seq2seq.py              # write, then measure
     python3 models/generate_batch_seq2seq.py --out DIR    # write into DIR/
-    python3 models/generate_batch_seq2seq.py --verify-only
+    python3 models/generate_batch_seq2seq.py --verify-only [--out DIR]
 
 The output is deterministic: rerunning regenerates the folder byte-identically
 from marian-tiny/. The measurements are described in GENERATION-NOTES.md.
 """
 
-import argparse
 import os
 import shutil
-import sys
 
-import numpy as np
-import onnx
-from onnx import helper
+import fixture_common as fc
+
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import helper  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "marian-tiny")
@@ -131,12 +133,7 @@ def generate(out_root):
 
 # ----------------------------------------------------------------- measuring
 
-def _session(path):
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+_session = fc.session
 
 
 class Seq2Seq:
@@ -171,8 +168,7 @@ class Seq2Seq:
         return res["logits"], res
 
 
-def _maxdiff(a, b):
-    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+_maxdiff = fc.maxdiff
 
 
 def measure(out_root):
@@ -261,14 +257,12 @@ def measure(out_root):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=HERE)
-    ap.add_argument("--verify-only", action="store_true")
-    args = ap.parse_args()
+    args = fc.parse_args({})  # [--out DIR] [--verify-only]: the one folder
+    out = str(args.out) if args.out else HERE
     if not args.verify_only:
-        generate(args.out)
-    measure(args.out)
+        generate(out)
+    measure(out)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -60,29 +60,22 @@ script re-executes itself with PYTHONHASHSEED=0. It also sets
 HF_HUB_OFFLINE=1, runs on one thread (torch and ORT) and seeds random, numpy
 and torch before every export (optimum's dummy inputs use all three).
 """
-import os
-import random
-import shutil
-import sys
 import tempfile
-import time
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import d, hf_positions, i64, session
 
-import numpy as np
-import onnx
-from onnx import helper as oh
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import helper as oh  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
-import torch  # noqa: E402
-
-torch.set_num_threads(1)
+torch = fc.one_thread_torch()
 import transformers  # noqa: E402
 
 transformers.logging.set_verbosity_error()
@@ -136,54 +129,8 @@ def gpt2():
 
 # ---------------------------------------------------------------- export helpers
 
-def _seed_all():
-    random.seed(SEED)
-    np.random.seed(SEED)
-    torch.manual_seed(SEED)
-
-
-def legacy_get_decoder_models_for_export(model, config):
-    """optimum 1.x's `legacy=True` branch of get_decoder_models_for_export
-    (optimum/exporters/utils.py), without the `legacy` kwarg the 0.1.0 configs
-    no longer take: decoder_model (past out, not in), decoder_with_past_model
-    (past in and out)."""
-    kw = dict(task=config.task, int_dtype=config.int_dtype, float_dtype=config.float_dtype)
-    no_past = config.__class__(model.config, use_past=config.use_past, use_past_in_inputs=False, **kw)
-    out = {"decoder_model": (model, no_past)}
-    if config.use_past:
-        with_past = config.__class__(model.config, use_past=True, use_past_in_inputs=True, **kw)
-        out["decoder_with_past_model"] = (model, with_past)
-    return out
-
-
-def optimum_export(model, task, keep, legacy=False, **shapes):
-    """save_pretrained(model) to a temp dir, main_export(...) from there, and
-    return {file name: bytes} for the kept ONNX files plus the config files
-    optimum wrote."""
-    import optimum.exporters.utils as exporters_utils
-    from optimum.exporters.onnx import main_export
-
-    with tempfile.TemporaryDirectory() as tmp:
-        src, dst = Path(tmp) / "src", Path(tmp) / "onnx"
-        model.save_pretrained(src)
-        original = exporters_utils.get_decoder_models_for_export
-        if legacy:
-            exporters_utils.get_decoder_models_for_export = legacy_get_decoder_models_for_export
-        try:
-            _seed_all()
-            main_export(str(src), str(dst), task=task, do_validation=False, **shapes)
-        finally:
-            exporters_utils.get_decoder_models_for_export = original
-        written = sorted(p.name for p in dst.iterdir())
-        print(f"  optimum wrote: {written}")
-        names = list(keep) + [n for n in ("config.json", "generation_config.json") if (dst / n).exists()]
-        return {n: (dst / n).read_bytes() for n in names}
-
-
-def write(out: Path, files: dict):
-    out.mkdir(parents=True, exist_ok=True)
-    for n, data in files.items():
-        (out / n).write_bytes(data)
+optimum_export = fc.optimum_export  # (model, task, keep, legacy=False, **shapes)
+write = fc.write_files
 
 
 # ---------------------------------------------------------------- generators
@@ -305,53 +252,11 @@ GENERATORS = {
 
 # ---------------------------------------------------------------- verification helpers
 
-def describe(folder: Path):
-    for f in sorted(folder.iterdir()):
-        print(f"  {f.name}  {f.stat().st_size} B")
-        if f.suffix == ".onnx":
-            assert f.stat().st_size < 3_000_000, f
-    for f in sorted(folder.glob("*.onnx")):
-        m = onnx.load(f)
-        ops = {n.op_type for n in m.graph.node}
-        print(f"  {f.name}: IR {m.ir_version}, opsets {[(o.domain or 'ai.onnx', o.version) for o in m.opset_import]}, "
-              f"producer {m.producer_name} {m.producer_version}, {len(m.graph.node)} top-level nodes, "
-              f"{len(m.graph.initializer)} initializers, If: {'If' in ops}")
-        for kind, vs in (("in ", m.graph.input), ("out", m.graph.output)):
-            for v in vs:
-                t = v.type.tensor_type
-                dims = [d.dim_param if d.HasField("dim_param") else d.dim_value for d in t.shape.dim]
-                print(f"    {kind} {v.name}  {onnx.TensorProto.DataType.Name(t.elem_type).lower()}  {dims}")
-
-
-def session(path: Path):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-def d(a, b):
-    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
+describe = fc.describe
 
 
 def ok(x, what):
-    assert x <= TOL, f"{what}: {x:.3e} > {TOL}"
-    return x
-
-
-def i64(x):
-    return np.asarray(x, np.int64)
-
-
-def hf_positions(mask):
-    """transformers' generate(): cumsum(mask) - 1, pads set to 1."""
-    m = i64(mask)
-    pos = np.cumsum(m, -1) - 1
-    pos[m == 0] = 1
-    return pos
+    return fc.within(x, what, TOL)
 
 
 # ---------------------------------------------------------------- bert
@@ -671,25 +576,7 @@ VERIFIERS = {
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    names = args or list(GENERATORS)
-    unknown = [n for n in names if n not in GENERATORS]
-    if unknown:
-        sys.exit(f"unknown folder(s) {unknown}; known: {list(GENERATORS)}")
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, onnx {onnx.__version__}", flush=True)
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            t = time.time()
-            GENERATORS[name]()
-            print(f"  {time.time() - t:.1f} s", flush=True)
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        describe(OUT / name)
-        VERIFIERS[name](OUT / name)
+    args = fc.parse_args(GENERATORS)
+    OUT = args.out or OUT
+    fc.versions("torch", "transformers", "onnx")
+    fc.run_all(args, OUT, GENERATORS, VERIFIERS, describe_folder=describe)

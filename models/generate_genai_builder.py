@@ -87,17 +87,14 @@ growing KV buffers (past length 0 at the prompt); and transformers 4.57.6
 """
 import json
 import os
-import sys
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+
+fc.start(__name__)
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
 
@@ -304,17 +301,15 @@ def files_report():
 
 if __name__ == "__main__":
     warnings.filterwarnings("ignore")
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    if "--out" in args:
-        OUT = Path(args[args.index("--out") + 1]).resolve()
-        OUT.mkdir(parents=True, exist_ok=True)
-    if not verify_only:
+    args = fc.parse_args({})  # [--out DIR] [--verify-only]: all eleven folders, always
+    OUT = args.out or OUT
+    OUT.mkdir(parents=True, exist_ok=True)
+    if not args.verify_only:
         generate()
     files_report()
     results = measure_all()
     text = json.dumps(results, indent=1, sort_keys=True) + "\n"
-    if verify_only:
+    if args.verify_only:
         old = (OUT / EXPECTED).read_text() if (OUT / EXPECTED).exists() else None
         print(f"== {EXPECTED}: {'unchanged' if old == text else 'DIFFERS from what was measured now'}")
     else:

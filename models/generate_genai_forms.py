@@ -69,110 +69,36 @@ import tempfile
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    # Same trick as generate.py: a fixed hash seed keeps runs byte-reproducible.
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import d, run, session
 
-import numpy as np
-import onnx
-from onnx import numpy_helper
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE  # where the folders are written (--out DIR)
 SEED = 0
-BUILDER_PYTHON = Path(os.environ.get("GENAI_BUILDER_PYTHON", "/work/genvenv-tf5/bin/python"))
 BUILDER_FILES_KEPT = "everything the builder writes"
-CONFIG_FILES = ["config.json", "generation_config.json"]
 
 PROMPT = [1, 3, 14, 15, 92, 65]  # decoder-only prompt (6 tokens)
 STEPS = 8  # model calls: the prompt, then 7 single tokens -> 8 greedy tokens
 MAX_LEN = 32  # share-buffer length used in plain ORT
 
 
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
-
-
-def session(path, level=None):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    if level is not None:
-        so.graph_optimization_level = level
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-def run(sess, feeds):
-    names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(None, feeds)))
-
-
-def d(a, b):
-    return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
-
-
-def signature(path):
-    m = onnx.load(str(path), load_external_data=False)
-
-    def dims(t):
-        return "[" + ", ".join(x.dim_param if x.HasField("dim_param") else str(x.dim_value)
-                               for x in t.type.tensor_type.shape.dim) + "]"
-
-    et = lambda t: onnx.helper.tensor_dtype_to_np_dtype(t.type.tensor_type.elem_type).name
-    print(f"  {path.name}: IR {m.ir_version}, opsets {[(o.domain or 'ai.onnx', o.version) for o in m.opset_import]}, "
-          f"producer {m.producer_name} {m.producer_version}")
-    for i in m.graph.input:
-        print(f"    in  {i.name}  {et(i)}  {dims(i)}")
-    for o in m.graph.output:
-        print(f"    out {o.name}  {et(o)}  {dims(o)}")
+_torch = fc.one_thread_torch
+signature = fc.signature
 
 
 # ---------------------------------------------------------------- builder
 
-def save_hf(hf: Path, model):
-    """The HF folder the builder reads: weights and configs (save_pretrained),
-    and a WordLevel tokenizer whose vocabulary is exactly vocab_size
-    (<unk> <s> </s> w3 ...), as generate_numeric.py makes for llama-genai."""
-    import transformers
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    model.save_pretrained(hf)
-    words = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(3, model.config.vocab_size)]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-    fast.save_pretrained(hf)
-
-
 def genai_build(model, out: Path):
-    """onnxruntime-genai builder (-p fp32 -e cpu) on `model`'s save_pretrained
-    folder; every file it writes is kept, plus config.json and
+    """onnxruntime-genai builder (-p fp32 -e cpu, BUILDER_PYTHON) on `model`'s
+    save_hf folder; every file it writes is kept, plus config.json and
     generation_config.json from the save_pretrained folder."""
-    if not BUILDER_PYTHON.exists():
-        raise SystemExit(f"no builder python {BUILDER_PYTHON}: see this script's docstring")
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        save_hf(tmp / "hf", model)
-        env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
-        env.pop("PYTHONPATH", None)
-        subprocess.run(
-            [str(BUILDER_PYTHON), "-m", "onnxruntime_genai.models.builder", "-i", str(tmp / "hf"), "-o", str(tmp / "out"),
-             "-p", "fp32", "-e", "cpu", "-c", str(tmp / "cache")],
-            env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        if out.exists():
-            shutil.rmtree(out)
-        shutil.copytree(tmp / "out", out)
-        for name in CONFIG_FILES:
-            shutil.copy(tmp / "hf" / name, out / name)
+    fc.genai_builder(model, out)
 
 
 # ---------------------------------------------------------------- LFM2
@@ -763,23 +689,6 @@ VERIFIERS = {
 
 if __name__ == "__main__":
     warnings.filterwarnings("ignore")
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k: k + 2]
-    names = args or list(VERIFIERS)
-    if not verify_only:
-        for name in names:
-            if name in GENERATORS:
-                print(f"== generate {name}", flush=True)
-                GENERATORS[name]()
-        for name in names:
-            for f in sorted((OUT / name).rglob("*")) if name in GENERATORS else []:
-                if f.is_file():
-                    print(f"{f.relative_to(OUT)}  {f.stat().st_size} bytes")
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        VERIFIERS[name](OUT / name)
+    args = fc.parse_args(VERIFIERS)
+    OUT = args.out or OUT
+    fc.run_all(args, OUT, GENERATORS, VERIFIERS)

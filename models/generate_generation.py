@@ -72,15 +72,15 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import compare, copy_configs, quantize_q8, session
 
-import numpy as np
-import onnx
-from onnx import helper as h
-from onnx import numpy_helper
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import helper as h  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 # onnxruntime 1.31's MatMulNBitsQuantizer imports onnx_ir, which the system
@@ -91,21 +91,8 @@ ONNX_IR_PIN = "onnx-ir==1.1.0"
 SRC = HERE  # the committed fp32 fixtures (generate.py) are read from here
 OUT = HERE  # where the folders are written (--out DIR)
 SEED = 0
-CONFIG_FILES = ["config.json", "generation_config.json"]
 TJS_FILES = ["model.onnx", "model_fp16.onnx", "model_quantized.onnx", "model_q4.onnx"]
-
-
-def copy_configs(src: Path, dst: Path):
-    dst.mkdir(parents=True, exist_ok=True)
-    for name in CONFIG_FILES:
-        shutil.copy(src / name, dst / name)
-
-
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
+_torch = fc.one_thread_torch
 
 
 # ---------------------------------------------------------------- position_ids
@@ -153,19 +140,6 @@ def gen_gpt2_no_position_ids():
 
 # ---------------------------------------------------------------- transformers.js variants
 
-def _float_casts(graph, acc):
-    """Names of every Cast(to=FLOAT) node, subgraphs included."""
-    for n in graph.node:
-        if n.op_type == "Cast" and h.get_attribute_value(n.attribute[0]) == onnx.TensorProto.FLOAT:
-            acc.add(n.name)
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                _float_casts(a.g, acc)
-            for sub in a.graphs:
-                _float_casts(sub, acc)
-    return acc
-
-
 def to_fp16_tjs(model: onnx.ModelProto) -> onnx.ModelProto:
     """transformers.js quantize_fp16: its float16.py fork with keep_io_types=True
     (float32 inputs and outputs, float16 inside). Its block list is
@@ -179,7 +153,7 @@ def to_fp16_tjs(model: onnx.ModelProto) -> onnx.ModelProto:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "the float32 number ... will be truncated to ..."
         m = float16.convert_float_to_float16(
-            model, keep_io_types=True, op_block_list=ops, node_block_list=sorted(_float_casts(model.graph, set())),
+            model, keep_io_types=True, op_block_list=ops, node_block_list=sorted(fc.float_casts(model.graph)),
         )
     _rewire_output_consumers(m.graph)
     return m
@@ -200,18 +174,6 @@ def _rewire_output_consumers(g):
         if n.output and n.output[0] in casts and casts[n.output[0]] is n:
             continue
         n.input[:] = [casts[x].input[0] if x in casts else x for x in n.input]
-
-
-def quantize_q8(src: Path, dst: Path):
-    """transformers.js q8 (quantize.py): IntegerOps, QInt8 weights (no Conv /
-    GroupQueryAttention / MultiHeadAttention here), per_channel and
-    reduce_range off (its defaults), EnableSubgraph, MatMulConstBOnly."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    quantize_dynamic(
-        src, dst, weight_type=QuantType.QInt8, per_channel=False, reduce_range=False,
-        extra_options={"EnableSubgraph": True, "MatMulConstBOnly": True},
-    )
 
 
 def quantize_q4(model: onnx.ModelProto, block_size=32) -> onnx.ModelProto:
@@ -334,13 +296,7 @@ def mistral_window_model(window=WINDOW, attn="eager"):
 
 
 def export_decoder(model, dst: Path):
-    from optimum.exporters.onnx import onnx_export_from_model
-
-    with tempfile.TemporaryDirectory() as tmp:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            onnx_export_from_model(model, tmp, task="text-generation-with-past", do_validation=False)
-        shutil.copy(Path(tmp) / "model.onnx", dst)
+    fc.export_from_model(model, fc.TEXT_GENERATION, [dst.name], dst.parent)
 
 
 def gen_mistral_sliding_window():
@@ -373,16 +329,6 @@ GENERATORS = {
 
 
 # ---------------------------------------------------------------- measurements
-
-def session(path):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
 
 class Decoder:
     """Drives a decoder-only ONNX file with explicit masks and positions.
@@ -428,13 +374,6 @@ class Decoder:
         return self.step(ids, np.ones((1, n)), np.arange(n)[None], None)[0]
 
 
-def compare(a, ref):
-    """max |a - ref| (float64), relative to max |ref|, and top-1 agreement."""
-    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
-    d = float(np.abs(a - ref).max())
-    return d, d / float(np.abs(ref).max()), int(a.argmax()) == int(ref.argmax())
-
-
 def fmt(c):
     return f"max|d| {c[0]:.3g}  rel {c[1]:.3g}  top-1 {'agrees' if c[2] else 'DIFFERS'}"
 
@@ -444,10 +383,9 @@ def nonfinite(a):
 
 
 def signature(path):
-    s = session(path)
-    t = lambda v: f"{v.name} {v.type.replace('tensor(', '').rstrip(')')} {v.shape}"
-    print("  inputs: " + "; ".join(t(v) for v in s.get_inputs()))
-    print("  outputs: " + "; ".join(t(v) for v in s.get_outputs()))
+    ins, outs = fc.io_signature(session(path))
+    print("  inputs: " + "; ".join(ins))
+    print("  outputs: " + "; ".join(outs))
 
 
 # --- batch 2, left padding, against batch 1
@@ -695,25 +633,8 @@ VERIFIERS = {
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    names = args or list(GENERATORS)
-    if not verify_only:
-        for name in names:
-            if name in GENERATORS:  # llama-tiny and gemma-tiny are only measured
-                print(f"== generate {name}", flush=True)
-                GENERATORS[name]()
-        for name in names:
-            for f in sorted((OUT / name).rglob("*")) if name in GENERATORS else []:
-                if f.is_file():
-                    print(f"{f.relative_to(OUT)}  {f.stat().st_size} bytes")
-    if not args:
-        names = list(VERIFIERS)
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        VERIFIERS[name](OUT / name)
+    # llama-tiny and gemma-tiny are only measured; with no names, every folder
+    # of VERIFIERS is (after generating those that have a generator).
+    args = fc.parse_args(VERIFIERS, default=list(VERIFIERS))
+    OUT = args.out or OUT
+    fc.run_all(args, OUT, GENERATORS, VERIFIERS)

@@ -89,29 +89,22 @@ and torch before every export (optimum's dummy inputs use all three).
 Every figure below is max |ORT - PyTorch| in float64 against the same seeded
 float32 model in memory (default sdpa attention).
 """
-import os
-import random
-import sys
-import tempfile
-import time
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import d, hf_positions, i64, session
 
-import numpy as np
-import onnx
-from onnx import TensorProto, numpy_helper
-from onnx import helper as oh
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import TensorProto, numpy_helper  # noqa: E402
+from onnx import helper as oh  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
-import torch  # noqa: E402
-
-torch.set_num_threads(1)
+torch = fc.one_thread_torch()
 import transformers  # noqa: E402
 
 transformers.logging.set_verbosity_error()
@@ -170,61 +163,29 @@ def marian():
 
 # ---------------------------------------------------------------- export helpers
 
-def _seed_all():
-    random.seed(SEED)
-    np.random.seed(SEED)
-    torch.manual_seed(SEED)
-
-
-def legacy_get_decoder_models_for_export(model, config):
-    """optimum 1.x's `legacy=True` branch of get_decoder_models_for_export
-    (as in generate_folder_kinds.py): decoder_model (past out, not in) and
-    decoder_with_past_model (past in and out); optimum's post-processing then
-    merges the pair into decoder_model_merged.onnx."""
-    kw = dict(task=config.task, int_dtype=config.int_dtype, float_dtype=config.float_dtype)
-    no_past = config.__class__(model.config, use_past=config.use_past, use_past_in_inputs=False, **kw)
-    out = {"decoder_model": (model, no_past)}
-    if config.use_past:
-        with_past = config.__class__(model.config, use_past=True, use_past_in_inputs=True, **kw)
-        out["decoder_with_past_model"] = (model, with_past)
-    return out
-
-
 _CACHE = {}
 
 
+def _eager_fp16_export(task):
+    """What main_export(dtype="fp16") does, plus attn_implementation="eager"."""
+    def export(src, dst):
+        from optimum.exporters.onnx import onnx_export_from_model
+
+        m = transformers.AutoModelForCausalLM.from_pretrained(
+            src, torch_dtype=torch.float16, attn_implementation="eager").eval()
+        assert m.config._attn_implementation == "eager" and m.dtype == torch.float16
+        fc.seed_all()
+        onnx_export_from_model(m, str(dst), task=task, do_validation=False)
+    return export
+
+
 def optimum_export(key, model_fn, task, keep, legacy=False, eager_fp16=False):
-    """save_pretrained(model) to a temp dir, export from there, and return
-    {file name: bytes} for the kept ONNX files plus the config files the
-    exporter wrote. Cached per key within one run (the same bytes either way)."""
+    """fc.optimum_export of model_fn(), cached per key within one run (the
+    same bytes either way)."""
     if key in _CACHE:
         return dict(_CACHE[key])
-    import optimum.exporters.utils as exporters_utils
-    from optimum.exporters.onnx import main_export, onnx_export_from_model
-
-    with tempfile.TemporaryDirectory() as tmp:
-        src, dst = Path(tmp) / "src", Path(tmp) / "onnx"
-        model_fn().save_pretrained(src)
-        original = exporters_utils.get_decoder_models_for_export
-        if legacy:
-            exporters_utils.get_decoder_models_for_export = legacy_get_decoder_models_for_export
-        try:
-            _seed_all()
-            if eager_fp16:
-                # What main_export(dtype="fp16") does, plus attn_implementation="eager".
-                m = transformers.AutoModelForCausalLM.from_pretrained(
-                    src, torch_dtype=torch.float16, attn_implementation="eager").eval()
-                assert m.config._attn_implementation == "eager" and m.dtype == torch.float16
-                _seed_all()
-                onnx_export_from_model(m, str(dst), task=task, do_validation=False)
-            else:
-                main_export(str(src), str(dst), task=task, do_validation=False)
-        finally:
-            exporters_utils.get_decoder_models_for_export = original
-        written = sorted(p.name for p in dst.iterdir())
-        print(f"  exporter wrote: {written}")
-        names = list(keep) + [n for n in ("config.json", "generation_config.json") if (dst / n).exists()]
-        files = {n: (dst / n).read_bytes() for n in names}
+    files = fc.optimum_export(model_fn(), task, keep, legacy=legacy, label="exporter",
+                              export=_eager_fp16_export(task) if eager_fp16 else None)
     _CACHE[key] = files
     return dict(files)
 
@@ -252,10 +213,7 @@ def gpt2_merged_files():
 
 
 def write(out: Path, files: dict):
-    out.mkdir(parents=True, exist_ok=True)
-    for n, data in files.items():
-        assert len(data) < 3_000_000, n
-        (out / n).write_bytes(data)
+    fc.write_files(out, files, max_size=fc.MAX_FILE)
 
 
 def edited(files, name, fn):
@@ -460,54 +418,11 @@ GENERATORS = {
 
 # ---------------------------------------------------------------- verification helpers
 
-def describe(folder: Path):
-    for f in sorted(folder.iterdir()):
-        print(f"  {f.name}  {f.stat().st_size} B")
-        assert f.stat().st_size < 3_000_000, f
-    for f in sorted(folder.glob("*.onnx")):
-        m = onnx.load(f)
-        ops = {n.op_type for n in m.graph.node}
-        print(f"  {f.name}: IR {m.ir_version}, opsets {[(o.domain or 'ai.onnx', o.version) for o in m.opset_import]}, "
-              f"{len(m.graph.node)} top-level nodes, {len(m.graph.initializer)} initializers, If: {'If' in ops}")
-        for kind, vs in (("in ", m.graph.input), ("out", m.graph.output)):
-            for v in vs:
-                t = v.type.tensor_type
-                dims = [d.dim_param if d.HasField("dim_param") else d.dim_value for d in t.shape.dim]
-                print(f"    {kind} {v.name}  {TensorProto.DataType.Name(t.elem_type).lower()}  {dims}")
-
-
-def session(path, disable_all=False):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    if disable_all:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    src = path.SerializeToString() if isinstance(path, onnx.ModelProto) else str(path)
-    return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
-
-
-def d(a, b):
-    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
+describe = fc.describe
 
 
 def ok(x, what, tol=TOL):
-    assert x <= tol, f"{what}: {x:.3e} > {tol}"
-    return x
-
-
-def i64(x):
-    return np.asarray(x, np.int64)
-
-
-def hf_positions(mask):
-    """transformers' generate(): cumsum(mask) - 1, pads set to 1."""
-    m = i64(mask)
-    pos = np.cumsum(m, -1) - 1
-    pos[m == 0] = 1
-    return pos
+    return fc.within(x, what, tol)
 
 
 def fmt(xs):
@@ -538,7 +453,7 @@ class Decoder:
     ones as zeros of length `empty_len`."""
 
     def __init__(self, path, heads, head_dim, dtype=np.float32, disable_all=False):
-        self.s = session(path, disable_all)
+        self.s = session(path, disable_all=disable_all)
         self.heads, self.head_dim, self.dtype = heads, head_dim, dtype
         self.inputs = [i.name for i in self.s.get_inputs()]
         self.outputs = [o.name for o in self.s.get_outputs()]
@@ -1136,29 +1051,8 @@ VERIFIERS = {
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    names = args or list(GENERATORS)
-    unknown = [n for n in names if n not in GENERATORS]
-    if unknown:
-        sys.exit(f"unknown folder(s) {unknown}; known: {list(GENERATORS)}")
-    import onnxruntime
-
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, onnx {onnx.__version__}, "
-          f"onnxruntime {onnxruntime.__version__}", flush=True)
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            t = time.time()
-            GENERATORS[name]()
-            print(f"  {time.time() - t:.1f} s", flush=True)
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        describe(OUT / name)
-        VERIFIERS[name](OUT / name)
+    args = fc.parse_args(GENERATORS)
+    OUT = args.out or OUT
+    fc.versions("torch", "transformers", "onnx", "onnxruntime")
+    fc.run_all(args, OUT, GENERATORS, VERIFIERS, describe_folder=describe)
     print("all assertions passed", flush=True)

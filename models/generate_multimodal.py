@@ -55,20 +55,17 @@ default the random models repeat one token (Moonshine, with its tied
 embeddings, repeats the start token forever), which would hide cache bugs.
 The script re-executes itself with PYTHONHASHSEED=0 like generate.py.
 """
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import errmsg, maxdiff, session, signature
 
-import numpy as np
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
 
 warnings.filterwarnings("ignore")
 HERE = Path(__file__).resolve().parent
@@ -77,17 +74,8 @@ SEED = 0
 INIT_RANGE = 0.2
 
 
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
-
-
-def _quiet_transformers():
-    from transformers.utils import logging as tlog
-
-    tlog.set_verbosity_error()
+_torch = fc.one_thread_torch
+_quiet_transformers = fc.quiet_transformers
 
 
 # ================================================================ tjs-vlm
@@ -303,19 +291,11 @@ def gen_moonshine_tiny():
         Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False,
                                  return_attention_mask=True).save_pretrained(src)
         shutil.rmtree(out, ignore_errors=True)
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0", HF_HUB_OFFLINE="1")
-        cli = Path(sys.executable).with_name("optimum-cli")
-        cmd = [str(cli), "export", "onnx", "--model", str(src), "--task", "automatic-speech-recognition-with-past",
-               str(out)]
-        print("  $ optimum-cli " + " ".join(cmd[1:]).replace(str(src), "<saved model>"), flush=True)
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        tail = [l for l in (r.stdout + r.stderr).splitlines() if "Validating" in l or "succeeded" in l
+        text = fc.optimum_cli(src, out, "automatic-speech-recognition-with-past")
+        tail = [l for l in text.splitlines() if "Validating" in l or "succeeded" in l
                 or "accelerate" in l or "Error" in l]
         for line in tail:
             print("  | " + line.strip())
-        if r.returncode != 0:
-            print(r.stdout[-3000:], r.stderr[-3000:])
-            raise SystemExit(f"optimum-cli failed with {r.returncode}")
 
 
 GENERATORS = {
@@ -325,48 +305,6 @@ GENERATORS = {
 
 
 # ================================================================ measurements
-
-def session(path, severity=3):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = severity  # 4 where a refused input is the measurement
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-def signature(path):
-    import onnx
-    from onnx import TensorProto
-
-    m = onnx.load(str(path), load_external_data=False)
-
-    def dims(v):
-        return "[" + ", ".join(repr(d.dim_param) if d.HasField("dim_param") else str(d.dim_value)
-                               for d in v.type.tensor_type.shape.dim) + "]"
-
-    def dtype(v):
-        return TensorProto.DataType.Name(v.type.tensor_type.elem_type).lower()
-
-    print(f"  {path.name}: IR {m.ir_version}, opset {m.opset_import[0].version}, {path.stat().st_size} bytes")
-    for kind, vs in (("in ", m.graph.input), ("out", m.graph.output)):
-        for v in vs:
-            print(f"    {kind} {v.name} {dtype(v)} {dims(v)}")
-
-
-def errmsg(e):
-    """An onnxruntime error, shortened: the node and the kernel's own words."""
-    text = " ".join(str(e).split())
-    node = text.split("Name:")[1].split(" Status Message:")[0] if "Name:" in text else ""
-    tail = text.split("Status Message:")[-1].strip()
-    tail = tail.split(") ")[-1] if "onnxruntime_src" in tail else tail
-    return f"error at node {node}: {tail}" if node else f"error: {tail}"
-
-
-def maxdiff(a, b):
-    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
-
 
 def margin(logits):
     top = np.sort(np.asarray(logits, np.float64).ravel())[-2:]
@@ -716,22 +654,6 @@ VERIFIERS = {
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k: k + 2]
-    names = args or list(GENERATORS)
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            GENERATORS[name]()
-        for name in names:
-            for f in sorted((OUT / name).rglob("*")):
-                if f.is_file():
-                    print(f"{f.relative_to(OUT)}  {f.stat().st_size} bytes")
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        VERIFIERS[name](OUT / name)
+    args = fc.parse_args(GENERATORS)
+    OUT = args.out or OUT
+    fc.run_all(args, OUT, GENERATORS, VERIFIERS)

@@ -75,21 +75,19 @@ touched. Generating ends with the measurements (see NUMERIC-NOTES.md).
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    # Same trick as generate.py: a fixed hash seed keeps runs byte-reproducible.
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import compare, copy_configs, quantize_q8
 
-import numpy as np
-import onnx
-from onnx import numpy_helper
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE  # the committed fp32 fixtures (generate.py) read from here
@@ -97,29 +95,9 @@ OUT = HERE  # where the folders are written (--out DIR)
 SEED = 0
 GENAI_SITE = Path(os.environ.get("GENAI_SITE", "/tmp/genai-site"))
 GENAI_PINS = "onnxruntime-genai==0.18.0 onnx-ir==1.1.0 transformers==5.23.0"
-CONFIG_FILES = ["config.json", "generation_config.json"]
-
-
-def copy_configs(src: Path, dst: Path):
-    dst.mkdir(parents=True, exist_ok=True)
-    for name in CONFIG_FILES:
-        shutil.copy(src / name, dst / name)
 
 
 # ---------------------------------------------------------------- float16
-
-def _float_casts(graph, acc):
-    """Names of every Cast(to=FLOAT) node, subgraphs included."""
-    for n in graph.node:
-        if n.op_type == "Cast" and onnx.helper.get_attribute_value(n.attribute[0]) == onnx.TensorProto.FLOAT:
-            acc.add(n.name)
-        for a in n.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                _float_casts(a.g, acc)
-            for g in a.graphs:
-                _float_casts(g, acc)
-    return acc
-
 
 def to_fp16(model: onnx.ModelProto, block_casts=True, keep_float32=()) -> onnx.ModelProto:
     """onnxconverter-common's convert_float_to_float16 with float16 I/O.
@@ -139,7 +117,7 @@ def to_fp16(model: onnx.ModelProto, block_casts=True, keep_float32=()) -> onnx.M
     kwargs = {}
     if block_casts:
         kwargs["op_block_list"] = [op for op in float16.DEFAULT_OP_BLOCK_LIST if op != "Range"] + ["RandomNormalLike"]
-        kwargs["node_block_list"] = sorted(_float_casts(model.graph, set())) + list(keep_float32)
+        kwargs["node_block_list"] = sorted(fc.float_casts(model.graph)) + list(keep_float32)
     elif keep_float32:
         kwargs["node_block_list"] = list(keep_float32)
     with warnings.catch_warnings():
@@ -259,18 +237,6 @@ def gen_gpt2_fp16_island():
 
 # ---------------------------------------------------------------- int8
 
-def quantize_q8(src: Path, dst: Path):
-    """transformers.js scripts/quantize.py, mode q8, for gpt2: QInt8 weights
-    (no Conv / GroupQueryAttention / MultiHeadAttention in the graph), gpt2 is
-    in NO_PER_CHANNEL_REDUCE_RANGE_MODELS, dynamic uint8 activations."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    quantize_dynamic(
-        src, dst, weight_type=QuantType.QInt8, per_channel=False, reduce_range=False,
-        extra_options={"EnableSubgraph": True, "MatMulConstBOnly": True},
-    )
-
-
 def _q8_folder(src: Path, out: Path):
     copy_configs(src, out)
     (out / "onnx").mkdir(parents=True, exist_ok=True)
@@ -308,39 +274,14 @@ def llama_model():
     return transformers.LlamaForCausalLM(transformers.LlamaConfig(**LLAMA)).eval()
 
 
-def save_hf(hf: Path, model):
-    """The HF folder the builder reads: weights, configs, and a WordLevel
-    tokenizer whose vocabulary is exactly vocab_size (<unk> <s> </s> w3..w999)."""
-    import transformers
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    model.save_pretrained(hf)
-    words = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(3, model.config.vocab_size)]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-    fast.save_pretrained(hf)
-
-
 def genai_export(model, out: Path, extra_options=()):
     """onnxruntime-genai builder export (-p fp32 -e cpu) of `model` into `out`,
-    plus the HF config.json and generation_config.json the builder does not write."""
+    plus the HF config.json and generation_config.json the builder does not write.
+    The builder runs on this python with the genai site folder on PYTHONPATH."""
     if not (GENAI_SITE / "onnxruntime_genai").is_dir():
         raise SystemExit(f"no onnxruntime_genai in {GENAI_SITE}: pip install --target {GENAI_SITE} {GENAI_PINS}")
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        save_hf(tmp / "hf", model)
-        env = dict(os.environ, PYTHONPATH=str(GENAI_SITE), HF_HUB_OFFLINE="1", PYTHONHASHSEED="0")
-        extra = ["--extra_options", *extra_options] if extra_options else []
-        subprocess.run(
-            [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(tmp / "hf"), "-o", str(tmp / "out"),
-             "-p", "fp32", "-e", "cpu", "-c", str(tmp / "cache"), *extra],
-            env=env, check=True, stdout=subprocess.DEVNULL,
-        )
-        if out.exists():
-            shutil.rmtree(out)
-        shutil.copytree(tmp / "out", out)
-        copy_configs(tmp / "hf", out)  # the builder writes no config.json
+    env = dict(os.environ, PYTHONPATH=str(GENAI_SITE), HF_HUB_OFFLINE="1", PYTHONHASHSEED="0")
+    fc.genai_builder(model, out, python=sys.executable, env=env, extra_options=extra_options, quiet=False)
 
 
 def gen_llama_genai():
@@ -434,13 +375,7 @@ GENERATORS = {
 
 # ---------------------------------------------------------------- measurements
 
-def session(path):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.intra_op_num_threads = 1
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+session = fc.session
 
 
 NP = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
@@ -491,22 +426,7 @@ def run(sess, ids, past=None, *, enc_mask=None, enc_hidden=None, head_size=None,
     return dict(zip(names, sess.run(None, feeds)))
 
 
-def next_past(past, out):
-    new = dict(past or {})
-    for k, v in out.items():
-        if k.startswith("present."):
-            name = "past_key_values." + k[len("present."):]
-            if ".encoder." in name and name in new:
-                continue
-            new[name] = v
-    return new
-
-
-def compare(a, ref):
-    """max |a - ref| (float64), relative to max |ref|, and top-1 agreement."""
-    a, ref = a.astype(np.float64), ref.astype(np.float64)
-    d = float(np.abs(a - ref).max())
-    return d, d / float(np.abs(ref).max()), int(a.argmax()) == int(ref.argmax())
+next_past = fc.next_past
 
 
 def fmt(label, c):
@@ -532,9 +452,7 @@ def nonfinite(a):
     return [w for w, f in (("NaN", np.isnan), ("+Inf", np.isposinf), ("-Inf", np.isneginf)) if f(a).any()]
 
 
-def signature(sess):
-    t = lambda v: f"{v.name} {v.type} {v.shape}"
-    return [t(v) for v in sess.get_inputs()], [t(v) for v in sess.get_outputs()]
+signature = fc.io_signature  # (inputs, outputs) as 'name type shape' lines
 
 
 def verify_marian_fp16(folder):
@@ -1043,27 +961,8 @@ VERIFIERS = {
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    for flag in ("--out", "--genai-site"):
-        if flag in args:
-            k = args.index(flag)
-            value = Path(args[k + 1]).resolve()
-            del args[k : k + 2]
-            if flag == "--out":
-                OUT = value
-            else:
-                GENAI_SITE = value
-    names = args or list(GENERATORS)
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            GENERATORS[name]()
-        for name in names:
-            for f in sorted((OUT / name).rglob("*")):
-                if f.is_file():
-                    print(f"{f.relative_to(OUT)}  {f.stat().st_size} bytes")
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        VERIFIERS[name](OUT / name)
+    args = fc.parse_args(GENERATORS, values=("--genai-site",))
+    OUT = args.out or OUT
+    if args.genai_site:
+        GENAI_SITE = Path(args.genai_site).resolve()
+    fc.run_all(args, OUT, GENERATORS, VERIFIERS)

@@ -82,7 +82,6 @@ subprocess (`python -c`), never in this process.
 """
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -90,10 +89,10 @@ import tempfile
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import copy_files, describe, session
+
+fc.start(__name__)
 
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
@@ -104,42 +103,13 @@ from onnx import numpy_helper  # noqa: E402
 warnings.filterwarnings("ignore")
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 import generate_numeric as gn  # noqa: E402  (to_fp16 and the overflow helpers)
 
 SRC = HERE  # the committed fixtures (generate.py)
 OUT = HERE  # --out DIR
 SEED = 0
-CONFIG_FILES = ["config.json", "generation_config.json"]
+CONFIG_FILES = list(fc.CONFIG_FILES)
 REMEDY_OUT = Path(os.environ.get("REMEDY_OUT", "/tmp/gpt2-fp16-overflow-cache-island"))
-
-
-def copy_files(src: Path, dst: Path, names):
-    dst.mkdir(parents=True, exist_ok=True)
-    for n in names:
-        shutil.copyfile(src / n, dst / n)
-
-
-def session(path, disable_all=False):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    if disable_all:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-def describe(folder: Path):
-    for f in sorted(folder.iterdir()):
-        print(f"  {f.name}  {f.stat().st_size} B")
-        assert f.stat().st_size < 3_000_000, f
-    for f in sorted(folder.glob("*.onnx")):
-        m = onnx.load(f)
-        print(f"  {f.name}: IR {m.ir_version}, opsets {[(o.domain or 'ai.onnx', o.version) for o in m.opset_import]}, "
-              f"{len(m.graph.node)} top-level nodes, {len(m.graph.initializer)} initializers")
 
 
 def dims(v):
@@ -760,7 +730,7 @@ def verify_gpt2_overflow_cache(folder: Path):
 
         # ---- the float16 file vs its float32 twin
         for label, disable in (("default session", False), ("ORT_DISABLE_ALL", True)):
-            s = session(path, disable)
+            s = session(path, disable_all=disable)
             out = run_all(s, prompt)
             print(f"  {label}, prompt {OVERFLOW_PROMPT}, zero-length float16 past:")
             for k, v in out.items():
@@ -859,7 +829,7 @@ def verify_gpt2_overflow_cache(folder: Path):
             onnx.save(keep_float32(onnx.load(path), chain, io), tmp / "variant.onnx")
             cells = []
             for disable in (False, True):
-                n_bad, worst = remedy_counts(session(tmp / "variant.onnx", disable), r)
+                n_bad, worst = remedy_counts(session(tmp / "variant.onnx", disable_all=disable), r)
                 cells.append(f"{n_bad:2d}/{1 + 4 + RANDOM} {worst:.2g}")
             print(f"    {' | '.join(cells)}   {label}")
         try:
@@ -986,24 +956,7 @@ VERIFIERS = {
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    names = args or list(GENERATORS)
-    unknown = [n for n in names if n not in GENERATORS]
-    if unknown:
-        sys.exit(f"unknown folder(s) {unknown}; known: {list(GENERATORS)}")
-    import onnxruntime
-
-    print(f"onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}", flush=True)
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            GENERATORS[name]()
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        VERIFIERS[name](OUT / name)
+    args = fc.parse_args(GENERATORS)
+    OUT = args.out or OUT
+    fc.versions("onnx", "onnxruntime")
+    fc.run_all(args, OUT, GENERATORS, VERIFIERS)

@@ -90,28 +90,21 @@ export (optimum's dummy inputs use all three).
 """
 import contextlib
 import json
-import os
-import random
-import sys
-import tempfile
-import time
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import d, i64, session
 
-import numpy as np
-import onnx
-from onnx import numpy_helper
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
-import torch  # noqa: E402
-
-torch.set_num_threads(1)
+torch = fc.one_thread_torch()
 import transformers  # noqa: E402
 from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
 
@@ -198,34 +191,8 @@ BROKEN = {"rope-llama3-dropped", "rope-theta-changed", "rope-longrope-short"}
 
 # ---------------------------------------------------------------- export helpers
 
-def _seed_all():
-    random.seed(SEED)
-    np.random.seed(SEED)
-    torch.manual_seed(SEED)
-
-
-def optimum_export(model, patch=None):
-    """save_pretrained(model) to a temp dir, main_export(task=
-    "text-generation-with-past") from there (inside the `patch` context, if
-    any), and return {file name: bytes} of what optimum wrote."""
-    from optimum.exporters.onnx import main_export
-
-    with tempfile.TemporaryDirectory() as tmp:
-        src, dst = Path(tmp) / "src", Path(tmp) / "onnx"
-        model.save_pretrained(src)
-        with patch() if patch else contextlib.nullcontext():
-            _seed_all()
-            main_export(str(src), str(dst), task="text-generation-with-past", do_validation=False)
-        written = sorted(p.name for p in dst.iterdir())
-        print(f"  optimum wrote: {written}")
-        assert written == ["config.json", "generation_config.json", "model.onnx"], written
-        return {n: (dst / n).read_bytes() for n in written}
-
-
-def write(out: Path, files: dict):
-    out.mkdir(parents=True, exist_ok=True)
-    for n, data in files.items():
-        (out / n).write_bytes(data)
+optimum_export = fc.optimum_export  # text-generation-with-past, optional patch context
+write = fc.write_files
 
 
 def longrope_select_forward(self, x, position_ids):
@@ -334,42 +301,12 @@ GENERATORS = {
 
 # ---------------------------------------------------------------- verification helpers
 
-def session(path: Path):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-def d(a, b):
-    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
-
-
-def i64(x):
-    return np.asarray(x, np.int64)
-
-
 def fmt(v, n=8):
     return "[" + ", ".join(f"{float(x):.6g}" for x in np.ravel(v)[:n]) + (", ...]" if np.size(v) > n else "]")
 
 
 def describe(folder: Path):
-    for f in sorted(folder.iterdir()):
-        print(f"  {f.name}  {f.stat().st_size} B")
-        assert f.stat().st_size < 3_000_000, f
-    m = onnx.load(folder / "model.onnx")
-    print(f"  model.onnx: IR {m.ir_version}, opsets {[(o.domain or 'ai.onnx', o.version) for o in m.opset_import]}, "
-          f"{len(m.graph.node)} nodes, {len(m.graph.initializer)} initializers")
-    for kind, vs in (("in ", m.graph.input), ("out", m.graph.output)):
-        for v in vs[:5]:
-            t = v.type.tensor_type
-            dims = [x.dim_param if x.HasField("dim_param") else x.dim_value for x in t.shape.dim]
-            print(f"    {kind} {v.name}  {onnx.TensorProto.DataType.Name(t.elem_type).lower()}  {dims}")
-        if len(vs) > 5:
-            print(f"    {kind} ... ({len(vs)} in all)")
+    fc.describe(folder, "model.onnx", limit=5)
 
 
 def reference(folder: Path, name: str):
@@ -637,28 +574,7 @@ def verify(name: str):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    names = args or list(GENERATORS)
-    unknown = [n for n in names if n not in GENERATORS]
-    if unknown:
-        sys.exit(f"unknown folder(s) {unknown}; known: {list(GENERATORS)}")
-    import onnxruntime
-
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, onnx {onnx.__version__}, "
-          f"onnxruntime {onnxruntime.__version__}", flush=True)
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            t = time.time()
-            GENERATORS[name]()
-            print(f"  {time.time() - t:.1f} s", flush=True)
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        describe(OUT / name)
-        verify(name)
+    args = fc.parse_args(GENERATORS)
+    OUT = args.out or OUT
+    fc.versions("torch", "transformers", "onnx", "onnxruntime")
+    fc.run_all(args, OUT, GENERATORS, verify, describe_folder=describe)

@@ -93,29 +93,22 @@ import contextlib
 import inspect
 import json
 import math
-import os
 import random
-import sys
-import tempfile
 import textwrap
-import time
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import d
 
-import numpy as np
-import onnx
-from onnx import numpy_helper
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
-import torch  # noqa: E402
-
-torch.set_num_threads(1)
+torch = fc.one_thread_torch()
 import transformers  # noqa: E402
 from transformers.models.bloom import modeling_bloom  # noqa: E402
 from transformers.models.gemma import modeling_gemma  # noqa: E402
@@ -262,73 +255,26 @@ def weights(name):
 
 # ---------------------------------------------------------------- export helpers
 
-def _seed_all():
-    random.seed(SEED)
-    np.random.seed(SEED)
-    torch.manual_seed(SEED)
-
-
-@contextlib.contextmanager
-def eager_loading():
-    """Only for the extra Granite export that shows the eager form of
-    attention_multiplier (temporary, not written): optimum loads the
-    checkpoint with attn_implementation="eager"."""
-    from optimum.exporters.tasks import TasksManager
-
-    original = TasksManager.__dict__["get_model_from_task"]
-    inner = TasksManager.get_model_from_task
-
-    def get_model_from_task(*args, **kwargs):
-        kwargs["attn_implementation"] = "eager"
-        return inner(*args, **kwargs)
-
-    TasksManager.get_model_from_task = staticmethod(get_model_from_task)
-    try:
-        yield
-    finally:
-        TasksManager.get_model_from_task = original
+# Only for the extra Granite export that shows the eager form of
+# attention_multiplier (temporary, not written): optimum loads the
+# checkpoint with attn_implementation="eager".
+eager_loading = fc.eager_attention
 
 
 def optimum_export(model, patch=None):
-    """save_pretrained(model) to a temp dir, main_export(task=
-    "text-generation-with-past") from there (inside the `patch` context, if
-    any), and return {file name: bytes} of what optimum wrote."""
-    from optimum.exporters.onnx import main_export
-
-    with tempfile.TemporaryDirectory() as tmp:
-        src, dst = Path(tmp) / "src", Path(tmp) / "onnx"
-        model.save_pretrained(src)
-        with patch() if patch else contextlib.nullcontext():
-            _seed_all()
-            main_export(str(src), str(dst), task="text-generation-with-past", do_validation=False)
-        written = sorted(p.name for p in dst.iterdir())
-        print(f"  optimum wrote: {written}")
-        assert written == ["config.json", "generation_config.json", "model.onnx"], written
-        return {n: (dst / n).read_bytes() for n in written}
+    """fc.optimum_export (text-generation-with-past) inside `patch`, if any."""
+    return fc.optimum_export(model, patch=patch)
 
 
-def write(out: Path, files: dict):
-    out.mkdir(parents=True, exist_ok=True)
-    for n, data in files.items():
-        (out / n).write_bytes(data)
-
+write = fc.write_files
 
 SOURCE = "granite-tiny-source"  # the checkpoint granite-tiny (and its -dropped twins' weights) came from
-SOURCE_FILES = {"config.json", "generation_config.json", "model.safetensors"}
+SOURCE_FILES = fc.SOURCE_FILES
 SOURCE_PROMPT = [1, 3, 14, 15]
 
 
 def save_source(model, out: Path):
-    """model.save_pretrained(out, safe_serialization=True) into a fresh
-    folder: config.json, model.safetensors, generation_config.json."""
-    import shutil
-
-    if out.exists():
-        shutil.rmtree(out)
-    model.save_pretrained(out, safe_serialization=True)
-    written = {p.name for p in out.iterdir()}
-    assert written <= SOURCE_FILES and {"config.json", "model.safetensors"} <= written, written
-    print(f"  wrote {out.name}/: " + ", ".join(f"{p.name} {p.stat().st_size} B" for p in sorted(out.iterdir())))
+    fc.save_source(model, out, report=True)
 
 
 def verify_source():
@@ -390,12 +336,7 @@ ELEMENTWISE = {"Mul", "Div", "Add", "Sub", "Cast", "Pow", "Sqrt", "Reciprocal", 
                "Sigmoid", "Erf", "Where"}
 
 
-def const_values(m: onnx.ModelProto):
-    vals = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-    for n in m.graph.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            vals[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-    return vals
+const_values = fc.const_values
 
 
 def scalar_operands(n, vals):
@@ -531,64 +472,19 @@ def report_graph(name: str):
 
 # ---------------------------------------------------------------- running
 
-def session(path: Path):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-def d(a, b):
-    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
-
-
-def i64(x):
-    return np.asarray(x, np.int64)
-
-
 def softmax(x):
     x = np.asarray(x, np.float64)
     e = np.exp(x - x.max())
     return e / e.sum()
 
 
-class Runner:
-    """optimum's with-past model.onnx: step 0 with past length 0, then one
-    token per call; position_ids fed when the graph has that input."""
-
-    def __init__(self, path: Path):
-        self.s = session(path)
-        self.names = [i.name for i in self.s.get_inputs()]
-        self.past = [i for i in self.s.get_inputs() if i.name.startswith("past_key_values.")]
-        self.has_pos = "position_ids" in self.names
-
-    def run(self, ids, total, past):
-        if past is None:
-            past = [np.zeros((1, i.shape[1], 0, i.shape[3]), np.float32) for i in self.past]
-        feed = {"input_ids": i64([ids]), "attention_mask": i64([[1] * total]),
-                **{i.name: p for i, p in zip(self.past, past)}}
-        if self.has_pos:
-            feed["position_ids"] = i64([list(range(total - len(ids), total))])
-        o = self.s.run(None, feed)
-        return o[0][0], o[1:]
+Runner = fc.WithPastRunner
 
 
 def describe(folder: Path):
-    for f in sorted(folder.iterdir()):
-        print(f"  {f.name}  {f.stat().st_size} B")
-        assert f.stat().st_size < MAX_FILE, f
-    m = onnx.load(folder / "model.onnx")
-    print(f"  model.onnx: IR {m.ir_version}, opsets {[(o.domain or 'ai.onnx', o.version) for o in m.opset_import]}, "
-          f"{len(m.graph.node)} nodes, {len(m.graph.initializer)} initializers")
-    for kind, vs in (("in ", m.graph.input), ("out", m.graph.output)):
-        shown = [v for v in vs if not v.name.startswith(("past_key_values.", "present.")) or v.name.endswith(".0.key")]
-        for v in shown:
-            t = v.type.tensor_type
-            dims = [x.dim_param if x.HasField("dim_param") else x.dim_value for x in t.shape.dim]
-            print(f"    {kind} {v.name}  {onnx.TensorProto.DataType.Name(t.elem_type).lower()}  {dims}")
+    """Files and model.onnx's signature (of the pasts and presents, layer 0's keys only)."""
+    fc.describe(folder, "model.onnx", max_size=MAX_FILE,
+                show=lambda v: not v.name.startswith(("past_key_values.", "present.")) or v.name.endswith(".0.key"))
 
 
 def reference(folder: Path, name: str):
@@ -797,21 +693,9 @@ def check_gemma_twin():
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    names = args or list(SPECS)
-    unknown = [n for n in names if n not in SPECS]
-    if unknown:
-        sys.exit(f"unknown folder(s) {unknown}; known: {list(SPECS)}")
-    import onnxruntime
-
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, onnx {onnx.__version__}, "
-          f"onnxruntime {onnxruntime.__version__}", flush=True)
+    args = fc.parse_args(SPECS)
+    OUT = args.out or OUT
+    fc.versions("torch", "transformers", "onnx", "onnxruntime")
     for x, y, what in ((granite(), granite(logits=1.0), "granite logits_scaling 8/1"),
                        (granite(), granite(emb=1.0), "granite embedding_multiplier 12/1"),
                        (cohere(), cohere(1.0), "cohere logit_scale 0.25/1")):
@@ -819,16 +703,9 @@ if __name__ == "__main__":
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), what
     print("  the good and dropped models have identical weights", flush=True)
     print(f"  transformers' ALiBi slopes: 6 heads {alibi_slopes(6).tolist()}; 12 heads {alibi_slopes(12).tolist()}")
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            t = time.time()
-            generate(name)
-            print(f"  {time.time() - t:.1f} s", flush=True)
     expected = {}
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        describe(OUT / name)
+
+    def verify_and_record(name):
         cfg, g, r, _, _ = verify(name)
         if name == "granite-tiny" and (OUT / SOURCE).is_dir():
             verify_source()
@@ -836,7 +713,9 @@ if __name__ == "__main__":
             check_gemma_twin()
         expected[name] = expected_entry(name, cfg, g, r)
         print(f"  expected: {json.dumps(expected[name])}", flush=True)
-    if not verify_only and names == list(SPECS):
+
+    fc.run_all(args, OUT, {n: (lambda n=n: generate(n)) for n in SPECS}, verify_and_record, describe_folder=describe)
+    if not args.verify_only and args.names == list(SPECS):
         path = OUT / EXPECTED.name
         path.write_text(json.dumps(expected, indent=2) + "\n")
         print(f"wrote {path}")

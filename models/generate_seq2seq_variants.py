@@ -63,24 +63,23 @@ the logits. --cross-attn-gain G (default 1, not used for the committed folders)
 multiplies the decoder's cross-attention v_proj and out_proj weights by G in
 the fp32 merged decoder before converting, so that the encoder matters.
 """
-import os
 import shutil
-import sys
 from collections import Counter
 from pathlib import Path
 
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import quantize_q8, session
 
-import numpy as np
-import onnx
-from onnx import helper as h
-from onnx import numpy_helper
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import helper as h  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+
+from generate_generation import to_fp16_tjs  # noqa: E402  (the tjs-variants recipe)
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from generate_generation import quantize_q8, to_fp16_tjs  # noqa: E402  (the tjs-variants recipes)
 
 SRC = HERE / "bart-tjs"  # the committed fp32 fixture (generate.py)
 OUT = HERE  # where the folders are written (--out DIR)
@@ -247,16 +246,6 @@ GENERATORS = {
 
 # ---------------------------------------------------------------- measurements
 
-def session(path):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
 class Pair:
     """encoder_model<v>.onnx + decoder_model_merged<v>.onnx of one folder."""
 
@@ -388,26 +377,8 @@ VERIFIERS = {
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    if "--cross-attn-gain" in args:
-        k = args.index("--cross-attn-gain")
-        GAIN = float(args[k + 1])
-        del args[k : k + 2]
-    names = args or list(GENERATORS)
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            GENERATORS[name]()
-        for name in names:
-            for f in sorted((OUT / name).rglob("*")):
-                if f.is_file():
-                    print(f"{f.relative_to(OUT)}  {f.stat().st_size} bytes")
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        VERIFIERS[name](OUT / name)
+    args = fc.parse_args(GENERATORS, values=("--cross-attn-gain",))
+    OUT = args.out or OUT
+    if args.cross_attn_gain is not None:
+        GAIN = float(args.cross_attn_gain)
+    fc.run_all(args, OUT, GENERATORS, VERIFIERS)

@@ -76,30 +76,22 @@ The script re-executes itself with PYTHONHASHSEED=0 and HF_HUB_OFFLINE=1, runs
 on one thread (torch and ORT) and seeds random, numpy and torch before every
 export (optimum's dummy inputs use all three).
 """
-import contextlib
 import json
-import os
 import random
-import sys
-import tempfile
-import time
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import d
 
-import numpy as np
-import onnx
-from onnx import numpy_helper
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
-import torch  # noqa: E402
-
-torch.set_num_threads(1)
+torch = fc.one_thread_torch()
 import transformers  # noqa: E402
 
 transformers.logging.set_verbosity_error()
@@ -147,59 +139,19 @@ BROKEN = {"softcap-dropped"}
 
 # ---------------------------------------------------------------- export helpers
 
-def _seed_all():
-    random.seed(SEED)
-    np.random.seed(SEED)
-    torch.manual_seed(SEED)
-
-
-@contextlib.contextmanager
 def eager_loading():
-    """optimum's main_export loads the checkpoint with
-    TasksManager.get_model_from_task(..., **loading_kwargs); add
-    attn_implementation="eager" to that call (transformers' default for Gemma2
-    is sdpa, which drops attn_logit_softcapping)."""
-    from optimum.exporters.tasks import TasksManager
-
-    original = TasksManager.__dict__["get_model_from_task"]
-    inner = TasksManager.get_model_from_task
-
-    def get_model_from_task(*args, **kwargs):
-        kwargs["attn_implementation"] = "eager"
-        model = inner(*args, **kwargs)
-        print(f"  optimum loaded {type(model).__name__} with attn_implementation "
-              f"{model.config._attn_implementation!r}")
-        return model
-
-    TasksManager.get_model_from_task = staticmethod(get_model_from_task)
-    try:
-        yield
-    finally:
-        TasksManager.get_model_from_task = original
+    """optimum loads the checkpoint with attn_implementation="eager"
+    (transformers' default for Gemma2 is sdpa, which drops
+    attn_logit_softcapping)."""
+    return fc.eager_attention(announce=True)
 
 
 def optimum_export(model, patch=eager_loading):
-    """save_pretrained(model) to a temp dir, main_export(task=
-    "text-generation-with-past") from there (inside the `patch` context, if
-    any), and return {file name: bytes} of what optimum wrote."""
-    from optimum.exporters.onnx import main_export
-
-    with tempfile.TemporaryDirectory() as tmp:
-        src, dst = Path(tmp) / "src", Path(tmp) / "onnx"
-        model.save_pretrained(src)
-        with patch() if patch else contextlib.nullcontext():
-            _seed_all()
-            main_export(str(src), str(dst), task="text-generation-with-past", do_validation=False)
-        written = sorted(p.name for p in dst.iterdir())
-        print(f"  optimum wrote: {written}")
-        assert written == ["config.json", "generation_config.json", "model.onnx"], written
-        return {n: (dst / n).read_bytes() for n in written}
+    """fc.optimum_export (text-generation-with-past), eager by default."""
+    return fc.optimum_export(model, patch=patch)
 
 
-def write(out: Path, files: dict):
-    out.mkdir(parents=True, exist_ok=True)
-    for n, data in files.items():
-        (out / n).write_bytes(data)
+write = fc.write_files
 
 
 def tanh_nodes(model_bytes: bytes):
@@ -244,36 +196,8 @@ GENERATORS = {
 
 # ---------------------------------------------------------------- verification helpers
 
-def session(path: Path):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 3
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-
-
-def d(a, b):
-    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
-
-
-def i64(x):
-    return np.asarray(x, np.int64)
-
-
 def describe(folder: Path):
-    for f in sorted(folder.iterdir()):
-        print(f"  {f.name}  {f.stat().st_size} B")
-        assert f.stat().st_size < MAX_FILE, f
-    m = onnx.load(folder / "model.onnx")
-    print(f"  model.onnx: IR {m.ir_version}, opsets {[(o.domain or 'ai.onnx', o.version) for o in m.opset_import]}, "
-          f"{len(m.graph.node)} nodes, {len(m.graph.initializer)} initializers")
-    for kind, vs in (("in ", m.graph.input), ("out", m.graph.output)):
-        for v in vs:
-            t = v.type.tensor_type
-            dims = [x.dim_param if x.HasField("dim_param") else x.dim_value for x in t.shape.dim]
-            print(f"    {kind} {v.name}  {onnx.TensorProto.DataType.Name(t.elem_type).lower()}  {dims}")
+    fc.describe(folder, "model.onnx", max_size=MAX_FILE)
 
 
 def reference(folder: Path, name: str, attn="eager"):
@@ -295,26 +219,7 @@ def raw_model(name: str):
     return m
 
 
-class Runner:
-    """optimum's with-past model.onnx (no position_ids input here): step 0 with
-    past length 0, then one token per call."""
-
-    def __init__(self, path: Path):
-        self.s = session(path)
-        self.names = [i.name for i in self.s.get_inputs()]
-        self.past = [i for i in self.s.get_inputs() if i.name.startswith("past_key_values.")]
-        self.shape = {i.name: i.shape for i in self.past}
-        self.has_pos = "position_ids" in self.names
-
-    def run(self, ids, total, past):
-        if past is None:
-            past = [np.zeros((1, self.shape[i.name][1], 0, self.shape[i.name][3]), np.float32) for i in self.past]
-        feed = {"input_ids": i64([ids]), "attention_mask": i64([[1] * total]),
-                **{i.name: p for i, p in zip(self.past, past)}}
-        if self.has_pos:
-            feed["position_ids"] = i64([list(range(total - len(ids), total))])
-        o = self.s.run(None, feed)
-        return o[0][0], o[1:]
+Runner = fc.WithPastRunner  # (no position_ids input here)
 
 
 def compare(folder: Path, ref, raw, prompt):
@@ -358,12 +263,7 @@ def compare(folder: Path, ref, raw, prompt):
 
 # ---------------------------------------------------------------- graph: where the softcaps are
 
-def const_values(m: onnx.ModelProto):
-    vals = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
-    for n in m.graph.node:
-        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
-            vals[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
-    return vals
+const_values = fc.const_values
 
 
 def softcaps_in_graph(m: onnx.ModelProto):
@@ -486,31 +386,10 @@ def verify(name: str):
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    names = args or list(GENERATORS)
-    unknown = [n for n in names if n not in GENERATORS]
-    if unknown:
-        sys.exit(f"unknown folder(s) {unknown}; known: {list(GENERATORS)}")
-    import onnxruntime
-
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, onnx {onnx.__version__}, "
-          f"onnxruntime {onnxruntime.__version__}", flush=True)
+    args = fc.parse_args(GENERATORS)
+    OUT = args.out or OUT
+    fc.versions("torch", "transformers", "onnx", "onnxruntime")
     a, b = gemma2(CAP).state_dict(), gemma2(None).state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     print("  the capped and uncapped models have identical weights", flush=True)
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            t = time.time()
-            GENERATORS[name]()
-            print(f"  {time.time() - t:.1f} s", flush=True)
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        describe(OUT / name)
-        verify(name)
+    fc.run_all(args, OUT, GENERATORS, verify, describe_folder=describe)

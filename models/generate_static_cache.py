@@ -58,22 +58,18 @@ model.save_pretrained() writes.
                              that were never written. Derived from
                              static-cache-llama/model.onnx with onnx alone.
 """
-import json
-import os
 import shutil
-import sys
-import tempfile
 import warnings
 from collections import Counter
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if __name__ == "__main__" and os.environ.get("PYTHONHASHSEED") != "0":
-    os.environ["PYTHONHASHSEED"] = "0"
-    os.execv(sys.executable, [sys.executable, *sys.argv])
+import fixture_common as fc
+from fixture_common import write_configs
 
-import numpy as np
-import onnx
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE  # where the folders are written (--out DIR)
@@ -86,11 +82,7 @@ OPSET = 17  # TorchScript exporter
 OPSET_DYNAMO = 18  # torch.export-based exporter (its minimum)
 
 
-def _torch():
-    import torch
-
-    torch.set_num_threads(1)
-    return torch
+_torch = fc.one_thread_torch
 
 
 def build_model():
@@ -107,13 +99,12 @@ def build_model():
     return LlamaForCausalLM(cfg).eval()
 
 
-def write_configs(model, out: Path):
-    """config.json and generation_config.json exactly as save_pretrained writes them."""
-    out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        model.save_pretrained(tmp)
-        for name in ("config.json", "generation_config.json"):
-            shutil.copy(Path(tmp) / name, out / name)
+# The dynamo exporter records the Python frames each node came from, file and
+# line, in the graph (pkg.torch.onnx.stack_trace metadata): for
+# static-cache-with-mask/model.onnx, StaticCacheLM.forward's `out = self.model(`
+# below, committed as line 137. Keep it there (add as many lines above it as you
+# remove); gen_static_cache_with_mask checks it before exporting.
+FORWARD_CALL_LINE = 137
 
 
 def make_wrapper(model, with_mask=False):
@@ -234,6 +225,11 @@ def gen_static_cache_with_mask():
     exports its Qwen3 static-cache decoder: the TorchScript exporter cannot
     trace transformers 4.57's padding mask (vmap + TransformGetItemToIndex;
     it stops with "RuntimeError: unordered_map::at")."""
+    import inspect
+
+    lines, start = inspect.getsourcelines(make_wrapper)
+    at = [start + k for k, line in enumerate(lines) if line.strip() == "out = self.model("]
+    assert at == [FORWARD_CALL_LINE], f"the traced call moved to line {at}, the committed graph says {FORWARD_CALL_LINE}"
     torch = _torch()
     model = build_model()
     out = OUT / "static-cache-with-mask"
@@ -256,26 +252,12 @@ def session(path):
     import onnxruntime as ort
 
     ort.set_default_logger_severity(4)  # the expected failure is printed once, by the caller
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    so.log_severity_level = 4
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return fc.session(path, severity=4)
 
 
 def describe(path: Path):
+    fc.signature(path)
     m = onnx.load(path)
-
-    def dims(v):
-        return [d.dim_param if d.dim_param else d.dim_value for d in v.type.tensor_type.shape.dim]
-
-    def dtype(v):
-        return onnx.TensorProto.DataType.Name(v.type.tensor_type.elem_type).lower()
-
-    print(f"  {path.name}: IR {m.ir_version}, opset {m.opset_import[0].version}, {path.stat().st_size} bytes")
-    for kind, vs in (("in ", m.graph.input), ("out", m.graph.output)):
-        for v in vs:
-            print(f"    {kind} {v.name}: {dtype(v)} {dims(v)}")
     ops = Counter(n.op_type for n in m.graph.node)
     print("    ops:", ", ".join(f"{k} {ops[k]}" for k in ("ScatterElements", "ScatterND", "LessOrEqual", "Reshape") if ops[k]))
     return m
@@ -509,22 +491,6 @@ VERIFIERS = {
 }
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    verify_only = "--verify-only" in args
-    args = [a for a in args if a != "--verify-only"]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    names = args or list(GENERATORS)
-    if not verify_only:
-        for name in names:
-            print(f"== generate {name}", flush=True)
-            GENERATORS[name]()
-        for name in names:
-            for f in sorted((OUT / name).rglob("*")):
-                if f.is_file():
-                    print(f"{f.relative_to(OUT)}  {f.stat().st_size} bytes")
-    for name in names:
-        print(f"== verify {name}", flush=True)
-        VERIFIERS[name](OUT / name)
+    args = fc.parse_args(GENERATORS)
+    OUT = args.out or OUT
+    fc.run_all(args, OUT, GENERATORS, VERIFIERS)

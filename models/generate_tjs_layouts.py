@@ -73,7 +73,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
+import fixture_common as fc
+
+fc.start(__name__)
+
+import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE  # the committed fixtures are read from here
@@ -300,13 +304,7 @@ def run_tjs(folder: Path, dtype: str, tjs_dir: Path, extra=()):
 
 # ---------------------------------------------------------------- onnxruntime greedy reference
 
-def session(path: Path):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+session = fc.session
 
 
 def empty_past(sess, prefix="past_key_values."):
@@ -500,26 +498,18 @@ def dump_expected(expected: dict) -> str:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    do_measure = "--measure" in args
-    write_expected = "--write-expected" in args
-    args = [a for a in args if a not in ("--measure", "--write-expected")]
-    tjs_dir = Path(os.environ.get("TRANSFORMERS_JS_DIR", DEFAULT_TJS))
-    if "--tjs" in args:
-        k = args.index("--tjs")
-        tjs_dir = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    if "--out" in args:
-        k = args.index("--out")
-        OUT = Path(args[k + 1]).resolve()
-        del args[k : k + 2]
-    if do_measure:
-        measure(tjs_dir, write_expected)
+    # [--out DIR] [name ...] builds (--verify-only: only lists what is there);
+    # --measure [--tjs DIR] [--write-expected] records transformers.js' runs.
+    args = fc.parse_args(GENERATORS, values=("--tjs",), flags=("--measure", "--write-expected"))
+    OUT = args.out or OUT
+    tjs_dir = Path(args.tjs).resolve() if args.tjs else Path(os.environ.get("TRANSFORMERS_JS_DIR", DEFAULT_TJS))
+    if args.measure:
+        measure(tjs_dir, args.write_expected)
         sys.exit(0)
-    names = args or list(GENERATORS)
-    for name in names:
-        print(f"== generate {name}", flush=True)
-        GENERATORS[name]()
-    for name in names:
+    if not args.verify_only:
+        for name in args.names:
+            print(f"== generate {name}", flush=True)
+            GENERATORS[name]()
+    for name in args.names:
         for rel, kind, what, size in listing(name):
             print(f"{rel}  {kind}  {size} bytes  {what}")

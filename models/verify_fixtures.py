@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from fixture_common import next_past  # noqa: F401  (shared with the generators)
+
 ROOT = Path(__file__).resolve().parent
 so = ort.SessionOptions()
 so.log_severity_level = 3
@@ -106,18 +108,6 @@ def run(sess, ids, *, enc_mask=None, enc_hidden=None, past=None, features=None):
         feeds[n] = np.asarray(feeds[n]).astype(dtype_of(inp), copy=False)  # the declared type
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(None, feeds)))
-
-
-def next_past(past, out):
-    """Decoder presents replace the past; encoder presents only if not yet held."""
-    new = dict(past or {})
-    for k, v in out.items():
-        if k.startswith("present."):
-            name = "past_key_values." + k[len("present."):]
-            if ".encoder." in name and name in new:
-                continue
-            new[name] = v
-    return new
 
 
 def nonfinite(out):
