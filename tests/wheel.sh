@@ -7,7 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check "maturin>=1.7,<2"
 rm -rf target/wheels
-maturin build --release --locked --quiet -o target/wheels
+# .ci/run builds the wheel in the test profile (optimised dependencies, the
+# tool at opt-level 1): it reuses what `cargo test` compiled, where a release
+# build compiles every dependency again (minutes of a 2-core CI). What this
+# checks — the packaging, the runtime the installed tool finds — is the same;
+# a published wheel is built with WHEEL_PROFILE=release.
+maturin build --profile "${WHEEL_PROFILE:-dev}" --locked --quiet -o target/wheels
 venv="$(mktemp -d)/venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check target/wheels/onnx_contract-*.whl
