@@ -1,7 +1,8 @@
 """Generate the config-constant fixtures: text-generation-with-past exports of
 tiny decoders whose config.json holds a constant that transformers applies in
 the forward pass (Granite's four multipliers, BLOOM's ALiBi slopes from n_head,
-Gemma's sqrt(hidden_size) embedding normalizer, Cohere's logit_scale), each as
+Gemma's sqrt(hidden_size) embedding normalizer, Gemma2's
+query_pre_attn_scalar**-0.5 attention scale, Cohere's logit_scale), each as
 a GOOD export and as a BROKEN twin whose graph applies a different constant
 than its config.json implies. Each folder is measured in onnxruntime against
 PyTorch built from the folder's OWN config.json with the same weights.
@@ -9,13 +10,13 @@ PyTorch built from the folder's OWN config.json with the same weights.
     python3 models/generate_semantics.py [--out DIR] [NAME ...]
     python3 models/generate_semantics.py --verify-only [--out DIR] [NAME ...]
 
-Default: all 8 folders, then models/semantics-expected.json (written only by a
+Default: all 12 folders, then models/semantics-expected.json (written only by a
 full run: all folders, generated and verified). Generating granite-tiny also
 writes granite-tiny-source/: the GraniteForCausalLM it is exported from,
 save_pretrained(safe_serialization=True) (config.json with logits_scaling 8,
-model.safetensors, generation_config.json). Both granite "-dropped" twins were
-exported from these same weights with one field at 1.0, so this folder (the
-config their config.json states) is their correct source too. Verifying
+model.safetensors, generation_config.json). The four granite "-dropped" twins
+were exported from these same weights with one field changed, so this folder
+(the config their config.json states) is their correct source too. Verifying
 granite-tiny also checks that folder (weights, config, logits vs ORT).
 Versions: torch 2.9.1, transformers 4.57.6, optimum 2.1.0 + optimum-onnx
 0.1.0, onnx 1.23.2, onnxruntime 1.31.1 (requirements-gen.txt). Every model is built from a config
@@ -24,7 +25,9 @@ temporary folder and exported from there with optimum's
 `main_export(task="text-generation-with-past", do_validation=False)` (the
 function behind `optimum-cli export onnx`), defaults otherwise (TorchScript
 exporter, opset 18, constant folding, transformers' default attention: sdpa
-for Granite, Gemma and Cohere; BLOOM has its own). Every folder holds
+for Granite, Gemma and Cohere; BLOOM has its own), except Gemma2: optimum
+loads it with attn_implementation="eager" (fc.eager_attention; sdpa drops
+attn_logit_softcapping), as models/softcap-gemma2 was. Every folder holds
 model.onnx, config.json and generation_config.json as optimum wrote them,
 except for the one defect named below.
 
@@ -40,6 +43,13 @@ The models (initializer_range 0.2 unless said, so the logits are not all ~0):
            (generate.py's gen_gemma_tiny: vocab 1000, hidden 32, 4 heads, 1 KV
            head, head_dim 16, initializer_range 0.02), so gemma-tiny is the
            GOOD twin (its weights are these).
+  Gemma2   Gemma2ForCausalLM with models/softcap-gemma2's config and seed
+           (generate_softcap.py: vocab 500, hidden 64, intermediate 128, 2
+           layers, 4 heads, 2 KV heads, head_dim 16, layer_types [sliding,
+           full], sliding_window 4, attn_logit_softcapping 50,
+           final_logit_softcapping 3.0, initializer_range 0.2, untied), except
+           query_pre_attn_scalar 64 (scale 0.125; head_dim**-0.5 is 0.25);
+           the same weights as softcap-gemma2 (query_pre_attn_scalar 16).
   Cohere   CohereForCausalLM, vocab 500, hidden 64, intermediate 128, 2 layers,
            4 heads, 2 KV heads, logit_scale 0.25, tied (the default), bos 1,
            eos 2, pad 0 (CohereConfig's default eos 255001 is beyond vocab 500).
@@ -50,6 +60,13 @@ The models (initializer_range 0.2 unless said, so the logits are not all ~0):
   granite-embedding-multiplier-dropped/ BROKEN. Graph exported with
                                        embedding_multiplier 1.0; config.json is
                                        granite-tiny's (12.0).
+  granite-attention-multiplier-dropped/ BROKEN. Graph exported with
+                                       attention_multiplier head_dim**-0.5 =
+                                       8**-0.5 (what ignoring the field gives);
+                                       config.json is granite-tiny's (0.0625).
+  granite-residual-multiplier-dropped/ BROKEN. Graph exported with
+                                       residual_multiplier 1.0; config.json is
+                                       granite-tiny's (0.22).
   bloom-alibi-6-heads/                 GOOD.
   bloom-alibi-doubled/                 BROKEN. BloomModel.build_alibi_tensor
                                        patched during the export: the slopes of
@@ -64,16 +81,26 @@ The models (initializer_range 0.2 unless said, so the logits are not all ~0):
   cohere-tiny/                         GOOD.
   cohere-logit-scale-dropped/          BROKEN. Graph exported with logit_scale
                                        1.0; config.json is cohere-tiny's (0.25).
+  gemma2-tiny/                         GOOD (eager). query_pre_attn_scalar 64.
+  gemma2-query-scalar-dropped/         BROKEN (eager). Graph exported with
+                                       query_pre_attn_scalar 16 (= head_dim, so
+                                       the scale is head_dim**-0.5); config.json
+                                       is gemma2-tiny's (64). Its model.onnx is
+                                       byte-identical to softcap-gemma2's (the
+                                       same model; printed, not asserted).
 
 The "-dropped" folders whose defect is a config value ship the GOOD export's
 config.json (the script asserts the two exporter-written config.json files
 differ only in that field and that generation_config.json is identical).
+Every folder's graph value (read from the graph) must equal its config value
+at float32 in a GOOD folder and differ in a BROKEN one (asserted).
 
 Verification, per folder: PyTorch = AutoConfig.from_pretrained(folder) ->
-AutoModelForCausalLM.from_config -> load_state_dict(the seeded weights,
-strict). A 5-token prompt is run as step 0 (empty pasts) plus 3 greedy cached
-one-token steps (PyTorch's tokens fed to ORT); per call the max |delta| of the
-last row of the logits against PyTorch cached and against a PyTorch recompute,
+AutoModelForCausalLM.from_config (attn_implementation="eager" for Gemma2) ->
+load_state_dict(the seeded weights, strict). A 5-token prompt is run as step 0
+(empty pasts) plus 3 greedy cached one-token steps (PyTorch's tokens fed to
+ORT); per call the max |delta| of the last row of the logits against PyTorch
+cached and against a PyTorch recompute,
 and ORT cached vs ORT uncached (same file). Also: max |delta| over all 5 rows at
 step 0, top-1 probability (ORT vs PyTorch) at step 0, a free-running greedy
 decode of 8 tokens by each side, and 20 random 5-token prompts
@@ -83,7 +110,12 @@ patch): that must match to 1e-4. GOOD: everything <= 1e-4. BROKEN: step 0 >
 1e-3 off the folder's PyTorch, cached == uncached. The script prints, per
 folder, the ops from lm_head's MatMul to `logits`, from the embedding Gather to
 the first non-elementwise op, the scalar Mul/Div constants, and for BLOOM the
-slope constant, its Mul and what the other operand derives from.
+slope constant, its Mul and what the other operand derives from; per layer,
+how the attention scores are scaled (the scalar Mul/Div chain on q and on kᵀ
+before the q·kᵀ MatMul, the ops from that MatMul to the Softmax, the scale
+they apply with any softcap Div(c)->Tanh->Mul(c) left out) and the ops from
+o_proj's and down_proj's MatMul to the residual Add (also for the read-only
+models/gemma-tiny, models/softcap-gemma2 and models/gemma3-tiny).
 
 The script re-executes itself with PYTHONHASHSEED=0 and HF_HUB_OFFLINE=1, runs
 on one thread (torch and ORT) and seeds random, numpy and torch before every
@@ -129,18 +161,22 @@ MAX_FILE = 3_000_000
 INIT = 0.2
 
 EMB, ATTN, RESID, LOGITS = 12.0, 0.0625, 0.22, 8.0
+GRANITE_HEAD_DIM = 8  # hidden 64 / 8 heads
+DEFAULT_ATTN = GRANITE_HEAD_DIM ** -0.5  # 0.354: the scale an exporter ignoring attention_multiplier applies
 LOGIT_SCALE = 0.25
 BLOOM_HEADS = 6
+GEMMA2_HEAD_DIM = 16
+QUERY_SCALAR = 64  # query_pre_attn_scalar: scale 64**-0.5 = 0.125, not head_dim**-0.5 = 0.25
 
 
 # ---------------------------------------------------------------- models
 
-def granite(emb=EMB, logits=LOGITS):
+def granite(emb=EMB, logits=LOGITS, attn=ATTN, resid=RESID):
     torch.manual_seed(SEED)
     cfg = transformers.GraniteConfig(
         vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=8,
-        num_key_value_heads=2, max_position_embeddings=128, embedding_multiplier=emb, attention_multiplier=ATTN,
-        residual_multiplier=RESID, logits_scaling=logits, initializer_range=INIT, tie_word_embeddings=False,
+        num_key_value_heads=2, max_position_embeddings=128, embedding_multiplier=emb, attention_multiplier=attn,
+        residual_multiplier=resid, logits_scaling=logits, initializer_range=INIT, tie_word_embeddings=False,
     )
     return transformers.GraniteForCausalLM(cfg).eval()
 
@@ -160,6 +196,20 @@ def gemma():
         num_key_value_heads=1, head_dim=16, max_position_embeddings=128,
     )
     return transformers.GemmaForCausalLM(cfg).eval()
+
+
+def gemma2(scalar=QUERY_SCALAR):
+    """models/softcap-gemma2's model (generate_softcap.py gemma2(), same config
+    and seed, so the same weights) with query_pre_attn_scalar `scalar` in
+    place of 16 (= head_dim). Both softcaps as there: attention 50, final 3.0."""
+    torch.manual_seed(SEED)
+    cfg = transformers.Gemma2Config(
+        vocab_size=500, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=GEMMA2_HEAD_DIM, query_pre_attn_scalar=scalar, max_position_embeddings=128,
+        layer_types=["sliding_attention", "full_attention"], sliding_window=4, attn_logit_softcapping=50.0,
+        final_logit_softcapping=3.0, initializer_range=INIT, tie_word_embeddings=False,
+    )
+    return transformers.Gemma2ForCausalLM(cfg).eval()
 
 
 def cohere(scale=LOGIT_SCALE):
@@ -233,20 +283,30 @@ def gemma_no_normalizer():
 
 # build: the model the graph is exported from; patch: active during the export
 # (and while running that model as "the graph's model"); config_from: for the
-# config-value defects, the GOOD model whose exporter-written config.json ships.
+# config-value defects, the GOOD model whose exporter-written config.json ships;
+# eager: optimum loads the checkpoint with attn_implementation="eager" (Gemma2:
+# sdpa drops attn_logit_softcapping) and PyTorch runs eager too.
 SPECS = {
     "granite-tiny": dict(kind="good", build=granite),
     "granite-logits-scaling-dropped": dict(kind="broken", build=lambda: granite(logits=1.0), config_from=granite,
                                            field="logits_scaling"),
     "granite-embedding-multiplier-dropped": dict(kind="broken", build=lambda: granite(emb=1.0),
                                                  config_from=granite, field="embedding_multiplier"),
+    "granite-attention-multiplier-dropped": dict(kind="broken", build=lambda: granite(attn=DEFAULT_ATTN),
+                                                 config_from=granite, field="attention_multiplier"),
+    "granite-residual-multiplier-dropped": dict(kind="broken", build=lambda: granite(resid=1.0),
+                                                config_from=granite, field="residual_multiplier"),
     "bloom-alibi-6-heads": dict(kind="good", build=bloom),
     "bloom-alibi-doubled": dict(kind="broken", build=bloom, patch=alibi_doubled),
     "gemma-embed-scale-dropped": dict(kind="broken", build=gemma, patch=gemma_no_normalizer),
     "cohere-tiny": dict(kind="good", build=cohere),
     "cohere-logit-scale-dropped": dict(kind="broken", build=lambda: cohere(1.0), config_from=cohere,
                                        field="logit_scale"),
+    "gemma2-tiny": dict(kind="good", build=gemma2, eager=True),
+    "gemma2-query-scalar-dropped": dict(kind="broken", build=lambda: gemma2(GEMMA2_HEAD_DIM), config_from=gemma2,
+                                        field="query_pre_attn_scalar", eager=True),
 }
+GRANITE_TWINS = [n for n, s in SPECS.items() if n.startswith("granite-") and s["kind"] == "broken"]
 
 
 def weights(name):
@@ -264,6 +324,14 @@ eager_loading = fc.eager_attention
 def optimum_export(model, patch=None):
     """fc.optimum_export (text-generation-with-past) inside `patch`, if any."""
     return fc.optimum_export(model, patch=patch)
+
+
+def export_patch(spec):
+    """What is active during a folder's export: its own patch, or eager loading."""
+    if spec.get("eager"):
+        assert "patch" not in spec
+        return lambda: fc.eager_attention(announce=True)
+    return spec.get("patch")
 
 
 write = fc.write_files
@@ -292,14 +360,15 @@ def verify_source():
     assert (cfg.logits_scaling, cfg.embedding_multiplier) == (LOGITS, EMB), cfg
     sd, want = ref.state_dict(), weights("granite-tiny")
     assert sd.keys() == want.keys() and all(torch.equal(sd[k], want[k]) for k in want)
-    for twin in ("granite-logits-scaling-dropped", "granite-embedding-multiplier-dropped"):
+    for twin in GRANITE_TWINS:
         w = weights(twin)
         assert all(torch.equal(sd[k], w[k]) for k in w), twin
     lg, _ = Runner(OUT / "granite-tiny" / "model.onnx").run(SOURCE_PROMPT, len(SOURCE_PROMPT), None)
     with torch.no_grad():
         pl = ref(input_ids=torch.tensor([SOURCE_PROMPT])).logits[0].numpy()
     delta = d(lg, pl)
-    print(f"  {SOURCE}/: weights == the seeded granite weights (all 3 granite folders); logits_scaling "
+    print(f"  {SOURCE}/: weights == the seeded granite weights (all {1 + len(GRANITE_TWINS)} granite folders); "
+          f"logits_scaling "
           f"{cfg.logits_scaling}; prompt {SOURCE_PROMPT}, eager PyTorch vs granite-tiny ORT, all rows: "
           f"max |delta| {delta:.2e}")
     assert delta <= TOL, delta
@@ -307,10 +376,10 @@ def verify_source():
 
 def generate(name):
     spec = SPECS[name]
-    files = optimum_export(spec["build"](), spec.get("patch"))
+    files = optimum_export(spec["build"](), export_patch(spec))
     if "config_from" in spec:
         field = spec["field"]
-        good = optimum_export(spec["config_from"]())
+        good = optimum_export(spec["config_from"](), export_patch(spec))
         a, b = json.loads(files["config.json"]), json.loads(good["config.json"])
         strip = lambda c: {k: v for k, v in c.items() if k != field}
         assert strip(a) == strip(b) and a[field] != b[field], (a, b)
@@ -363,6 +432,92 @@ class Graph:
         for n in self.g.node:
             for i in n.input:
                 self.cons.setdefault(i, []).append(n)
+        self.by_name = {n.name: n for n in self.g.node}
+        self.order = {n.name: k for k, n in enumerate(self.g.node)}
+
+    def ordered(self, names):
+        return [self.by_name[x] for x in sorted(names, key=self.order.get)]
+
+    def after(self, tensors):
+        """Names of every node that reads, directly or not, one of `tensors`."""
+        seen, todo = set(), list(tensors)
+        while todo:
+            for u in self.cons.get(todo.pop(), []):
+                if u.name not in seen:
+                    seen.add(u.name)
+                    todo.extend(u.output)
+        return seen
+
+    def before(self, tensor):
+        """Names of every node `tensor` depends on."""
+        seen, todo = set(), [tensor]
+        while todo:
+            n = self.prod.get(todo.pop())
+            if n is not None and n.name not in seen:
+                seen.add(n.name)
+                todo.extend(n.input)
+        return seen
+
+    def float_scalar(self, n):
+        """(value, input index) of n's float scalar constant operand, or None."""
+        for k, i in enumerate(n.input):
+            v = self.vals.get(i)
+            if v is not None and v.size == 1 and v.dtype.kind == "f":
+                return float(v.ravel()[0]), k
+        return None
+
+    def scale_tail(self, tensor):
+        """The Mul/Div-by-a-float-scalar nodes that produce `tensor`, walking
+        back while there are such (in graph order)."""
+        tail, n = [], self.prod.get(tensor)
+        while n is not None and n.op_type in ("Mul", "Div") and self.float_scalar(n):
+            tail.append(n)
+            n = self.prod.get(n.input[1 - self.float_scalar(n)[1]])
+        return tail[::-1], n
+
+    def attention_form(self, layer):
+        """How layer `layer` scales its attention scores: the q·kᵀ MatMul (the
+        first MatMul reading both q_proj and k_proj and feeding the layer's
+        first Softmax), the scalar Mul/Div chain on each of its operands (and
+        the op before it), the ops from it to the Softmax, and the scale all
+        these apply (softcap Div(c) -> Tanh -> Mul(c) left out of the product)."""
+        pre = f"/model/layers.{layer}/self_attn/"
+        fq = self.after(self.by_name[pre + "q_proj/MatMul"].output)
+        fk = self.after(self.by_name[pre + "k_proj/MatMul"].output)
+        sm = [n for n in self.ordered(fq) if n.op_type == "Softmax"][0]
+        back = self.before(sm.input[0])
+        scores = [n for n in self.ordered(fq & fk & back) if n.op_type == "MatMul"][0]
+        q_tail, q_from = self.scale_tail(scores.input[0])
+        k_tail, k_from = self.scale_tail(scores.input[1])
+        post = self.ordered(self.after(scores.output) & back) + [sm]
+        softcap = set()
+        for a, b, c in zip(post, post[1:], post[2:]):
+            if (a.op_type, b.op_type, c.op_type) == ("Div", "Tanh", "Mul") and self.float_scalar(a) \
+                    and self.float_scalar(c) and self.float_scalar(a)[0] == self.float_scalar(c)[0]:
+                softcap |= {a.name, b.name, c.name}
+        scale = np.float32(1.0)
+        for n in q_tail + k_tail + [n for n in post if n.name not in softcap]:
+            c = self.float_scalar(n)
+            if n.op_type == "Mul" and c:
+                scale = np.float32(scale * np.float32(c[0]))
+            elif n.op_type == "Div" and c and c[1] == 1:
+                scale = np.float32(scale / np.float32(c[0]))
+        return dict(scores=scores, q=(q_from, q_tail), k=(k_from, k_tail), post=post, softcap=softcap,
+                    scale=float(scale))
+
+    def residual_form(self, proj):
+        """From the MatMul named `proj` to the residual Add: the first Add it
+        feeds whose other operand neither depends on it nor is a constant;
+        returns (the ops between, that Add)."""
+        f = self.after(self.by_name[proj].output)
+        for add in self.ordered(f):
+            if add.op_type != "Add" or any(i in self.vals for i in add.input):
+                continue
+            own = [i for i in add.input if i in self.by_name[proj].output or (i in self.prod
+                                                                               and self.prod[i].name in f)]
+            if len(own) == 1:
+                return self.ordered(f & self.before(own[0])), add
+        return None
 
     def logits_chain(self):
         """From the last MatMul (lm_head) to `logits`, following input 0."""
@@ -466,7 +621,48 @@ def report_graph(name: str):
             print(f"      {fmt_node(u, G.vals)} -> " + ", ".join(
                 f"{x.op_type} {x.name} (other operand {[i for i in x.input if i != u.output[0]]})" for x in nxt))
         r["alibi"].append((cname, v.ravel().tolist(), mul.name, [n.op_type for n in back], src))
+    r.update(report_scale_forms(G))
     r["nodes"] = len(G.g.node)
+    return r
+
+
+def short(n, G):
+    """`Op last-name-part (its float scalar constant)`."""
+    c = G.float_scalar(n)
+    s = f"{n.op_type} {n.name.rsplit('/', 1)[-1]}"
+    if c:
+        s += f" ({c[0]:.9g})" if c[1] or n.op_type != "Div" else f" ({c[0]:.9g} ÷ x)"
+    return s
+
+
+def report_scale_forms(G: Graph, indent="  "):
+    """Per layer: how the attention scores are scaled (the scalar Mul/Div on q
+    and on kᵀ before q·kᵀ, the ops from q·kᵀ to the Softmax) and the ops from
+    o_proj / down_proj to their residual Add. Models without q_proj/k_proj
+    (BLOOM) print nothing."""
+    r = {"attn_scale": [], "resid": {}}
+    layers = sorted({int(n.name.split("/layers.")[1].split("/")[0]) for n in G.g.node
+                     if n.name.endswith("/self_attn/q_proj/MatMul")})
+    for L in layers:
+        a = G.attention_form(L)
+        side = lambda k: (f"{short(a[k][0], G)} -> " if a[k][0] is not None else "") + (
+            " -> ".join(short(n, G) for n in a[k][1]) or "(nothing)")
+        caps = f" (softcap {sorted(a['softcap'])})" if a["softcap"] else ""
+        print(f"{indent}layer {L} attention: q: {side('q')}; kᵀ: {side('k')}; "
+              f"{a['scores'].name} -> " + " -> ".join(short(n, G) for n in a["post"])
+              + f"; scale applied {a['scale']:.9g}{caps}")
+        r["attn_scale"].append(a["scale"])
+        for proj in ("self_attn/o_proj", "mlp/down_proj"):
+            name = f"/model/layers.{L}/{proj}/MatMul"
+            if name not in G.by_name:
+                continue
+            mid, add = G.residual_form(name)
+            print(f"{indent}layer {L} residual: {proj}/MatMul -> "
+                  + "".join(f"{short(n, G)} -> " for n in mid) + f"{add.name}")
+            # the multiplier: 1.0 if nothing sits between, the constant if one scalar Mul, else None
+            one = len(mid) == 1 and mid[0].op_type == "Mul" and G.float_scalar(mid[0])
+            value = 1.0 if not mid else (G.float_scalar(mid[0])[0] if one else None)
+            r["resid"][(L, proj)] = (value, [n.op_type for n in mid], add.name)
     return r
 
 
@@ -488,9 +684,11 @@ def describe(folder: Path):
 
 
 def reference(folder: Path, name: str):
-    """PyTorch from the folder's own config.json, with the exported weights."""
+    """PyTorch from the folder's own config.json, with the exported weights
+    (eager attention where the folder was exported eager)."""
     cfg = transformers.AutoConfig.from_pretrained(folder)
-    ref = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    kw = {"attn_implementation": "eager"} if SPECS[name].get("eager") else {}
+    ref = transformers.AutoModelForCausalLM.from_config(cfg, **kw).eval()
     missing, unexpected = ref.load_state_dict(weights(name), strict=True)
     assert not missing and not unexpected
     return cfg, ref
@@ -511,7 +709,10 @@ class Patched(torch.nn.Module):
 
 def graph_model(name):
     spec = SPECS[name]
-    return Patched(spec["build"](), spec.get("patch")).eval()
+    model = spec["build"]()
+    if spec.get("eager"):
+        model.config._attn_implementation = "eager"
+    return Patched(model, spec.get("patch")).eval()
 
 
 def pt_greedy(ref, prompt, n):
@@ -633,13 +834,13 @@ def expected_entry(name, cfg, g, r):
     model_type = cfg.model_type
     if model_type == "granite":
         emb = after("Mul", ech[1:])
-        attn_mul = [v for op, nm, v, _ in g["scalar_muls"] if op == "Mul" and "layers.0/self_attn" in nm]
-        resid = [v for op, nm, v, _ in g["scalar_muls"] if op == "Mul" and nm.startswith("/model/layers.0/Mul")]
+        resid = g["resid"][(0, "self_attn/o_proj")][0]
         div = after("Div", chain[1:])
+        assert resid is not None and len(set(g["attn_scale"])) == 1, g
         graph = {
             "embedding_multiplier": emb[0] if emb else 1.0,
-            "attention_multiplier": float(np.prod(np.float32(attn_mul))),
-            "residual_multiplier": resid[0],
+            "attention_multiplier": g["attn_scale"][0],
+            "residual_multiplier": resid,
             "logits_scaling": div[0] if div else 1.0,
         }
         want = {k: getattr(cfg, k) for k in graph}
@@ -655,6 +856,11 @@ def expected_entry(name, cfg, g, r):
         emb = after("Mul", ech[1:])
         entry = {"field": "hidden_size (embedding normalizer sqrt(hidden_size))",
                  "config_value": float(np.float32(cfg.hidden_size ** 0.5)), "graph_value": emb[0] if emb else None}
+    elif model_type == "gemma2":
+        assert len(set(g["attn_scale"])) == 1, g
+        entry = {"field": "query_pre_attn_scalar (attention scale query_pre_attn_scalar**-0.5)",
+                 "config_value": float(np.float32(cfg.query_pre_attn_scalar ** -0.5)),
+                 "graph_value": g["attn_scale"][0]}
     elif model_type == "cohere":
         mul = after("Mul", chain[1:])
         entry = {"field": "logit_scale", "config_value": cfg.logit_scale, "graph_value": mul[0] if mul else None}
@@ -675,6 +881,7 @@ def check_gemma_twin():
     print("    embedding chain: " + " -> ".join(fmt_node(n, G.vals) for n in ech) + " -> {"
           + ", ".join(fmt_node(u, G.vals) for u in stop) + "}")
     print("    logits chain: " + " -> ".join(fmt_node(n, G.vals) for n in G.logits_chain()) + " -> logits")
+    report_scale_forms(G, indent="    ")
     a, b = (good / "model.onnx").read_bytes(), (mine / "model.onnx").read_bytes()
     diff = [k for k, (x, y) in enumerate(zip(a, b)) if x != y]
     print(f"    model.onnx: {len(a)} vs {len(b)} B, {len(diff)} differing bytes at offsets {diff[:8]}: "
@@ -692,12 +899,43 @@ def check_gemma_twin():
     assert max(r["cached"]) <= TOL and r["all0"] <= TOL
 
 
+def check_gemma2_twin():
+    """gemma2-query-scalar-dropped was exported from softcap-gemma2's model
+    (generate_softcap.py; read only here): same config but
+    query_pre_attn_scalar 16, same seed and weights, eager. Compare the bytes,
+    and print the scale forms of softcap-gemma2 and gemma3-tiny (read only)."""
+    mine = OUT / "gemma2-query-scalar-dropped"
+    for other in ("softcap-gemma2", "gemma3-tiny"):
+        folder = HERE / other
+        if not (folder / "model.onnx").exists():
+            print(f"  models/{other}/ not there: skipped")
+            continue
+        print(f"  models/{other}/ (read only):")
+        G = Graph(folder / "model.onnx")
+        report_scale_forms(G, indent="    ")
+        if other == "softcap-gemma2":
+            same = (folder / "model.onnx").read_bytes() == (mine / "model.onnx").read_bytes()
+            ca, cb = json.loads((folder / "config.json").read_text()), json.loads((mine / "config.json").read_text())
+            diff = {k: (ca.get(k), cb.get(k)) for k in sorted(ca.keys() | cb.keys()) if ca.get(k) != cb.get(k)}
+            print(f"    model.onnx byte-identical to gemma2-query-scalar-dropped's: {same}; config.json keys that "
+                  f"differ (softcap-gemma2, gemma2-query-scalar-dropped): {diff}")
+
+
+def same_f32(a, b):
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_f32(a[k], b[k]) for k in a)
+    return bool(np.all(np.float32(a) == np.float32(b)))
+
+
 if __name__ == "__main__":
     args = fc.parse_args(SPECS)
     OUT = args.out or OUT
     fc.versions("torch", "transformers", "onnx", "onnxruntime")
     for x, y, what in ((granite(), granite(logits=1.0), "granite logits_scaling 8/1"),
                        (granite(), granite(emb=1.0), "granite embedding_multiplier 12/1"),
+                       (granite(), granite(attn=DEFAULT_ATTN), "granite attention_multiplier 0.0625/0.354"),
+                       (granite(), granite(resid=1.0), "granite residual_multiplier 0.22/1"),
+                       (gemma2(), gemma2(GEMMA2_HEAD_DIM), "gemma2 query_pre_attn_scalar 64/16"),
                        (cohere(), cohere(1.0), "cohere logit_scale 0.25/1")):
         a, b = x.state_dict(), y.state_dict()
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), what
@@ -711,7 +949,11 @@ if __name__ == "__main__":
             verify_source()
         if name == "gemma-embed-scale-dropped":
             check_gemma_twin()
+        if name == "gemma2-query-scalar-dropped":
+            check_gemma2_twin()
         expected[name] = expected_entry(name, cfg, g, r)
+        e = expected[name]
+        assert same_f32(e["config_value"], e["graph_value"]) == (e["kind"] == "good"), e
         print(f"  expected: {json.dumps(expected[name])}", flush=True)
 
     fc.run_all(args, OUT, {n: (lambda n=n: generate(n)) for n in SPECS}, verify_and_record, describe_folder=describe)

@@ -10,6 +10,7 @@
 //! checks in order, or the recorded calls of a `replay`, or a reference
 //! generation for `protocol`.
 
+mod attention_scale;
 pub(crate) mod batch;
 pub(crate) mod buffer;
 pub(crate) mod cache;

@@ -17,10 +17,10 @@ use std::path::Path;
 
 /// Ops a value passes through unscaled (shape moves, casts, and Tanh, whose
 /// slope at 0 is 1: a softcap keeps the multiplier of small logits).
-const PASS: &[&str] =
+pub(crate) const PASS: &[&str] =
     &["Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Flatten", "Expand", "Tanh"];
 /// Ops that end the logits chain: the head's product.
-const HEAD: &[&str] = &[
+pub(crate) const HEAD: &[&str] = &[
     "MatMul",
     "Gemm",
     "MatMulInteger",
@@ -33,19 +33,19 @@ const HEAD: &[&str] = &[
 
 /// A multiplier read off a chain of nodes: its value, the least precise
 /// type its constants were stored in, and the chain in words.
-struct Chain {
-    factor: f64,
-    dtype: i32,
-    words: Vec<String>,
+pub(crate) struct Chain {
+    pub(crate) factor: f64,
+    pub(crate) dtype: i32,
+    pub(crate) words: Vec<String>,
 }
 
 impl Chain {
-    fn new() -> Chain {
+    pub(crate) fn new() -> Chain {
         Chain { factor: 1.0, dtype: FLOAT, words: Vec::new() }
     }
 
     /// Folds a `Mul`/`Div` node `i` whose other operand `c` is a constant.
-    fn scale(&mut self, g: &Graph<'_>, i: usize, c: &Const, divides: bool) -> Result<(), String> {
+    pub(crate) fn scale(&mut self, g: &Graph<'_>, i: usize, c: &Const, divides: bool) -> Result<(), String> {
         let v =
             c.scalar().ok_or_else(|| format!("`{}` ({}) scales by a tensor of several values", g.name(i), g.op(i)))?;
         self.factor = if divides { self.factor / v } else { self.factor * v };
@@ -189,11 +189,34 @@ fn close(a: f64, b: f64, rel: f64) -> bool {
 }
 
 /// One multiplier audited: a finding when the graph's differs from the config's.
-fn audit_scale(g: &Graph<'_>, s: &Scale, logits: &str, input_ids: &str) -> Result<(String, Option<StepIssue>), String> {
+fn audit_scale(
+    g: &Graph<'_>,
+    s: &Scale,
+    head_dim: Option<f64>,
+    logits: &str,
+    input_ids: &str,
+) -> Result<(String, Option<StepIssue>), String> {
     let (chain, place) = match s.site {
-        Site::Logits => (logits_chain(g, logits)?, "between the head's product and the logits"),
-        Site::Embedding => (embedding_chain(g, input_ids)?, "after the token embedding"),
+        Site::Logits => (logits_chain(g, logits)?, "between the head's product and the logits".to_string()),
+        Site::Embedding => (embedding_chain(g, input_ids)?, "after the token embedding".to_string()),
+        Site::Residual => (
+            super::attention_scale::residual_chain(g)?,
+            "between the attention's output projection and the residual Add".to_string(),
+        ),
+        Site::Attention => {
+            let layers = super::attention_scale::attention_chains(g, head_dim)?;
+            let n = layers.len();
+            // The first layer that scales otherwise than the config says, else the first.
+            let wrong = layers.iter().position(|(_, c)| !close(c.factor, s.factor, tolerance(c.dtype)));
+            let (node, chain) = layers.into_iter().nth(wrong.unwrap_or(0)).ok_or("no attention layer")?;
+            let place = match wrong {
+                Some(k) => format!("on the attention scores of layer {} of {n} (`{node}`)", k + 1),
+                None => format!("on the attention scores of all {n} layers (the first: `{node}`)"),
+            };
+            (chain, place)
+        }
     };
+    let place = place.as_str();
     let said = format!("{}: {}", place, chain.words.join(" → "));
     if close(chain.factor, s.factor, tolerance(chain.dtype)) {
         return Ok((format!("{} applied ({said})", s.source), None));
@@ -201,6 +224,8 @@ fn audit_scale(g: &Graph<'_>, s: &Scale, logits: &str, input_ids: &str) -> Resul
     let effect = match s.site {
         Site::Logits => "every logit is off by that ratio from step 0: greedy tokens may survive it, but probabilities, sampling, temperatures and beam scores are another model's",
         Site::Embedding => "every token's embedding enters the first layer at another scale from step 0: the model computes other hidden states and logits",
+        Site::Attention => "every attention distribution is sharper or flatter than the model's from the second token on (one token attends to itself alone): another model from step 0 of any longer prompt",
+        Site::Residual => "each layer adds its attention output at another weight from step 0: the model computes other hidden states and logits",
     };
     let issue = StepIssue::error(
         Code::ConfigScale,
@@ -283,7 +308,7 @@ pub(crate) fn audit(
     let mut said = Vec::new();
     let mut issues = Vec::new();
     for s in &scales.scales {
-        match audit_scale(&g, s, logits, input_ids) {
+        match audit_scale(&g, s, scales.head_dim, logits, input_ids) {
             Ok((what, issue)) => {
                 said.push(what);
                 issues.extend(issue);

@@ -136,9 +136,18 @@ fn consumer_calls(path: &std::path::Path) -> String {
         return String::new();
     }
     let Ok(layout) = onnx_contract::folder::layout::Layout::read(path, None, None) else { return String::new() };
+    let view = View::read(path, &layout);
+    // The programs generate from token ids: a text decoder's prompt, a text encoder-decoder's source.
+    let ids = match (view.text_decoder_only(), view.text_encoder_decoder()) {
+        (true, _) => "[1, 3, 14, 15]",
+        (_, true) => "[5, 17, 42, 7, 9, 3]",
+        _ => return String::new(),
+    };
     let mut out = String::new();
-    for t in consumer::targets(&View::read(path, &layout), &Choice::Infer) {
+    for t in consumer::targets(&view, &Choice::Infer) {
         let (flag, file, run) = match t.consumer {
+            // genai builds encoder-decoders for audio only.
+            Consumer::Genai if view.text_encoder_decoder() => continue,
             Consumer::Genai => ("genai", "generate.py", "python3 generate.py"),
             // PKG: the @huggingface/transformers package folder (node_modules/@huggingface/transformers).
             Consumer::TransformersJs => ("transformers.js", "generate.mjs", "node generate.mjs PKG"),
@@ -147,7 +156,7 @@ fn consumer_calls(path: &std::path::Path) -> String {
             _ => continue,
         };
         out.push_str(&format!(
-            "the consumer's own call ({}):\n  onnx-contract protocol DIR --emit {flag} > {file}\n  {run} DIR '[1, 3, 14, 15]' 16\n",
+            "the consumer's own call ({}):\n  onnx-contract protocol DIR --emit {flag} > {file}\n  {run} DIR '{ids}' 16\n",
             t.consumer.rules_from(t.major)
         ));
     }

@@ -25,6 +25,10 @@ pub enum Site {
     Embedding,
     /// Between the language-model head's `MatMul` and `logits`.
     Logits,
+    /// On the attention scores, between `Q·Kᵀ` and the `Softmax` (every layer).
+    Attention,
+    /// On the attention branch, between its output projection and the residual `Add`.
+    Residual,
 }
 
 /// A multiplier the config says the model applies at `site`.
@@ -54,6 +58,11 @@ pub struct Scales {
     pub scales: Vec<Scale>,
     /// ALiBi slopes, for a family that biases attention by distance.
     pub alibi: Option<Alibi>,
+    /// The head size the config states (`head_dim`, else hidden / heads):
+    /// a fused attention op without a `scale` attribute scales by its
+    /// inverse square root.
+    #[serde(default)]
+    pub head_dim: Option<f64>,
 }
 
 impl Scales {
@@ -101,6 +110,22 @@ pub fn from_config(config: &Value) -> Scales {
                     format!("config.json: logits_scaling {} (Granite divides the logits by it)", fmt(s)),
                 );
             }
+            // `GraniteAttention.__init__`: `self.scaling = config.attention_multiplier`.
+            if let Some(m) = num(v, "attention_multiplier") {
+                scale(
+                    Site::Attention,
+                    m,
+                    format!("config.json: attention_multiplier {} (Granite scales the attention scores by it, not by 1/√head_dim)", fmt(m)),
+                );
+            }
+            // `GraniteDecoderLayer.forward`: `residual + hidden_states * self.residual_multiplier`.
+            if let Some(m) = num(v, "residual_multiplier") {
+                scale(
+                    Site::Residual,
+                    m,
+                    format!("config.json: residual_multiplier {} (Granite multiplies each branch's output by it before the residual Add)", fmt(m)),
+                );
+            }
         }
         "cohere" | "cohere2" => {
             if let Some(s) = num(v, "logit_scale") {
@@ -116,6 +141,16 @@ pub fn from_config(config: &Value) -> Scales {
                 let n = h.sqrt();
                 scale(Site::Embedding, n, format!("config.json: hidden_size {} (Gemma multiplies the token embeddings by its square root, {n:.6})", fmt(h)));
             }
+            // `Gemma2Attention.__init__` / `Gemma3Attention.__init__`:
+            // `self.scaling = config.query_pre_attn_scalar**-0.5` (Gemma 1 has no such field).
+            if let Some(q) = num(v, "query_pre_attn_scalar").filter(|q| *q > 0.0) {
+                let f = q.powf(-0.5);
+                scale(
+                    Site::Attention,
+                    f,
+                    format!("config.json: query_pre_attn_scalar {} (Gemma scales the attention scores by its inverse square root, {f:.6})", fmt(q)),
+                );
+            }
         }
         "minicpm" => {
             if let Some(s) = num(v, "scale_emb") {
@@ -129,6 +164,9 @@ pub fn from_config(config: &Value) -> Scales {
         _ => {}
     }
     out.alibi = alibi(v, model_type);
+    out.head_dim = num(v, "head_dim")
+        .or_else(|| Some(num(v, "hidden_size")? / num(v, "num_attention_heads")?))
+        .filter(|h| *h > 0.0);
     out
 }
 
