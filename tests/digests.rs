@@ -78,3 +78,33 @@ fn values_recovered_from_digests_are_said() {
         .unwrap_or_else(|| panic!("{fed:#?}"));
     assert!(said.contains("`use_cache_branch` is true"), "{said}");
 }
+
+/// Where a format-1 trace's feed matches no earlier output whole, the
+/// hypotheses a correct client fits are hashed with the trace's scheme and
+/// the one that matches is said: the encoder's states repeated per beam, the
+/// later layers of a reordered cache gathered by the rows layer 0 showed.
+#[test]
+fn the_hypothesis_a_feed_matched_is_said() {
+    let fed = |trace: &str, model: &str| -> Vec<String> {
+        let out = bin()
+            .args(["replay", "--format", "json", &format!("tests/traces/{trace}.jsonl"), "--model", model])
+            .output()
+            .unwrap();
+        let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["at_fault"], "both fine", "{trace}: {}", r["summary"]);
+        r["reproduction"]["fed"].as_array().unwrap().iter().filter_map(|v| v.as_str().map(String::from)).collect()
+    };
+    let s2s = fed("optimum-seq2seq-beam2-v1", "models/marian-tiny");
+    assert!(
+        s2s.iter()
+            .any(|l| l.starts_with("an earlier output repeated per beam") && l.ends_with(": encoder_hidden_states")),
+        "{s2s:#?}"
+    );
+    let beams = fed("optimum-beam4-long-ints-v1", "models/llama-tiny");
+    assert!(
+        beams.iter().any(|l| l.starts_with("the previous call's presents gathered by the rows another past")
+            && l.ends_with(": past_key_values.1.{key,value}")),
+        "{beams:#?}"
+    );
+    assert!(!beams.iter().any(|l| l.starts_with("seeded")), "{beams:#?}");
+}

@@ -429,6 +429,9 @@ fn reproduce(
                     "built from the protocol (the trace holds only a digest): continuing the past the call feeds"
                 }
                 FeedSource::Seeded => "seeded (the trace holds only a digest; equal digests get equal values)",
+                FeedSource::Hypothesis => {
+                    "an earlier output repeated per beam or cropped to an accepted length, as hashing that hypothesis with the trace's scheme showed"
+                }
                 FeedSource::Gathered => {
                     "the previous call's presents gathered by the rows another past of the same call was shown by its digest to be (the re-run is not bit-exact with the caller's in every layer)"
                 }

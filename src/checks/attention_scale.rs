@@ -153,10 +153,12 @@ pub(crate) fn attention_chains(g: &Graph<'_>, head_dim: Option<f64>) -> Result<V
                         chain.factor = h.powf(-0.5);
                         chain.words.push(format!("{op} `{}` with no scale: its default 1/√{h}", g.name(i)));
                     }
-                    (None, None) => return Err(format!(
+                    (None, None) => {
+                        return Err(format!(
                         "`{}` ({op}) leaves its scale at the default 1/√head_size, and the config states no head size",
                         g.name(i)
-                    )),
+                    ))
+                    }
                 }
                 out.push((g.name(i).to_string(), chain));
             }

@@ -386,4 +386,7 @@ pub enum FeedSource {
     /// same call was shown (by its digest) to be: a later layer whose re-run
     /// is not bit-exact with the caller's.
     Gathered,
+    /// An earlier output repeated per beam (encoder states, cross caches) or
+    /// cropped to an accepted length, its digest the one recorded.
+    Hypothesis,
 }

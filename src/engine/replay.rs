@@ -14,6 +14,8 @@ use crate::plan::Plan;
 use ndarray::{ArrayD, IxDyn};
 use std::collections::HashMap;
 
+mod hypotheses;
+
 pub use crate::engine::events::FeedSource;
 
 /// A re-run call's float outputs by name, and its rows' scores.
@@ -24,6 +26,8 @@ type LastCall = (HashMap<String, ArrayD<f32>>, Vec<crate::engine::events::RowSco
 #[derive(Default)]
 pub(crate) struct Chain {
     produced: HashMap<String, ArrayD<f32>>,
+    /// The digests of `produced`, oldest first.
+    order: Vec<String>,
     rows: HashMap<String, ArrayD<f32>>,
     seeded: HashMap<String, feeds::Values>,
     /// Calls of the job's model re-run so far (the first has no cache).
@@ -45,7 +49,9 @@ impl Chain {
     pub(crate) fn remember(&mut self, c: &crate::engine::options::ReplayCall, out: &Outputs) {
         for (name, digest) in &c.outputs {
             if let Some(v) = out.floats.get(name) {
-                self.produced.insert(digest.clone(), v.clone());
+                if self.produced.insert(digest.clone(), v.clone()).is_none() {
+                    self.order.push(digest.clone());
+                }
             }
         }
         for (name, rows) in &c.output_rows {
@@ -107,64 +113,6 @@ fn beam_origins(plan: &Plan, c: &crate::engine::options::ReplayCall, chain: &mut
     chain.before = std::mem::replace(&mut chain.running, running);
     chain.tokens = toks.clone();
     Some(origin)
-}
-
-/// A fed float tensor of a format-1 trace that is the previous call's
-/// output with its rows gathered by origins the running scores did not
-/// predict (a finished beam, a tie, a length penalty): found by trying every
-/// origin vector within the beams' groups against the feed's digest (the
-/// same output's present first), once per call; the origins found serve the
-/// call's other feeds. `tried` holds this call's search: `None` not yet,
-/// `Some(None)` searched without a match.
-fn searched(
-    plan: &Plan,
-    chain: &Chain,
-    f: &crate::engine::options::ReplayFeed,
-    dims: &[usize],
-    tried: &mut Option<Option<Vec<usize>>>,
-) -> Option<ArrayD<f32>> {
-    use crate::engine::rows::{digest_of, gather, origins_by_digest};
-    let digest = f.digest.as_ref()?;
-    let (outputs, _) = chain.last.as_ref()?;
-    if chain.beams < 2 || f.value.is_some() || f.zeros {
-        return None;
-    }
-    let present = plan.self_past.iter().chain(&plan.cross_past).find(|p| p.past == f.name).map(|p| p.present.as_str());
-    let mut same: Vec<(&String, &ArrayD<f32>)> = outputs.iter().filter(|(_, a)| a.shape() == dims).collect();
-    same.sort_by_key(|(n, _)| Some(n.as_str()) != present);
-    if let Some(Some(o)) = tried.as_ref() {
-        return same.iter().find_map(|(_, a)| {
-            let g = gather(a, o)?;
-            (digest_of(&f.dtype, &g).as_ref() == Some(digest)).then_some(g)
-        });
-    }
-    if tried.is_some() {
-        return None;
-    }
-    // One search a call: the feed's own present (a wrong past matches none, and costs one search).
-    let (_, a) = same.first()?;
-    let found = origins_by_digest(&f.dtype, a, chain.beams, digest);
-    let g = found.as_ref().and_then(|o| gather(a, o));
-    *tried = Some(found);
-    g
-}
-
-/// After a call whose origins were found by digest: the running scores
-/// carried on from those origins (each beam's origin's score plus the
-/// log-probability of the token it was fed there).
-fn rescore(chain: &mut Chain, origin: &[usize]) {
-    let Some((_, scores)) = chain.last.as_ref() else { return };
-    if origin.len() != chain.tokens.len() || chain.before.len() < origin.len() || scores.len() < origin.len() {
-        return;
-    }
-    chain.running = origin
-        .iter()
-        .zip(&chain.tokens)
-        .map(|(&o, &t)| {
-            let lp = scores[o].watched.iter().find(|(w, _)| *w == t).map_or(-1e30, |(_, v)| *v);
-            chain.before[o] + lp
-        })
-        .collect();
 }
 
 /// A fed float tensor of a format-1 trace that is the previous call's output
@@ -304,16 +252,26 @@ pub(crate) fn feeds(
                     g
                 })
                 .or_else(|| {
-                    let g = searched(plan, chain, f, &dims, &mut tried);
+                    let g = hypotheses::searched(plan, chain, f, &dims, &mut tried);
                     if let (Some(_), Some(Some(o))) = (&g, &tried) {
                         shown = Some(o.clone());
                     }
                     g
                 });
+            // An earlier output repeated per beam or cropped: found by its digest, said as such.
+            let (chained, hypothesised) = match chained {
+                Some(a) => (Some(a), false),
+                None if given.is_none() && elem.is_float() => match hypotheses::expanded_or_cropped(chain, f, &dims) {
+                    Some((a, _)) => (Some(a), true),
+                    None => (None, false),
+                },
+                None => (None, false),
+            };
             let (values, source) = if f.zeros && elem.is_float() {
                 (feeds::Values::Float(ArrayD::zeros(IxDyn(&dims))), FeedSource::Recorded)
             } else if let Some(a) = chained.filter(|_| given.is_none() && elem.is_float()) {
-                (feeds::Values::Float(a), FeedSource::Chained)
+                let source = if hypothesised { FeedSource::Hypothesis } else { FeedSource::Chained };
+                (feeds::Values::Float(a), source)
             } else if let Some(v) = digest.filter(|_| given.is_none()).and_then(|d| chain.seeded.get(d)) {
                 (v.clone(), FeedSource::Seeded)
             } else {
@@ -335,35 +293,12 @@ pub(crate) fn feeds(
         })
         .collect::<Vec<_>>();
     if let Some(Some(origin)) = tried {
-        rescore(chain, &origin);
+        hypotheses::rescore(chain, &origin);
     }
     match shown {
-        Some(origin) => same_rows(plan, chain, fed, &origin),
+        Some(origin) => hypotheses::same_rows(plan, chain, fed, &origin),
         None => fed,
     }
-}
-
-/// A call's other self pasts, once one past's digest showed which rows of
-/// the previous call the cache is: the previous presents gathered by those
-/// rows, where their own digests cannot show it (the re-run is bit-exact
-/// with the caller's in the first layers only, when the two runtimes sum in
-/// other orders). A beam search reorders every layer's cache alike.
-fn same_rows(plan: &Plan, chain: &Chain, fed: Vec<(Feed, FeedSource)>, origin: &[usize]) -> Vec<(Feed, FeedSource)> {
-    let Some((outputs, _)) = chain.last.as_ref() else { return fed };
-    fed.into_iter()
-        .map(|(feed, source)| {
-            let present = plan.self_past.iter().find(|p| p.past == feed.name).map(|p| &p.present);
-            let gathered = present
-                .filter(|_| source == FeedSource::Seeded)
-                .and_then(|p| outputs.get(p))
-                .filter(|a| matches!(&feed.values, feeds::Values::Float(v) if v.shape() == a.shape()))
-                .and_then(|a| crate::engine::rows::gather(a, origin));
-            match gathered {
-                Some(g) => (Feed { values: feeds::Values::Float(g), ..feed }, FeedSource::Gathered),
-                None => (feed, source),
-            }
-        })
-        .collect()
 }
 
 /// Values for a feed the chain does not hold.
