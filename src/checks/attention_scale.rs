@@ -8,8 +8,8 @@
 //! `Softmax` of the graph is read, one per layer, so a layer that scales
 //! otherwise is named. Pure: no runtime.
 
+use super::chain::{Chain, HEAD, PASS};
 use super::constants::{Graph, FLOAT};
-use super::scales::{Chain, HEAD, PASS};
 
 /// Ops a query or key passes on its way to `Q·Kᵀ` without being scaled.
 const MOVES: &[&str] = &["Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Flatten"];

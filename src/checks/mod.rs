@@ -14,6 +14,7 @@ mod attention_scale;
 pub(crate) mod batch;
 pub(crate) mod buffer;
 pub(crate) mod cache;
+mod chain;
 pub(crate) mod chunk;
 mod constants;
 pub(crate) mod encoder_only;
