@@ -25,6 +25,10 @@ fn correct_digest_only_traces_are_never_accused() {
     for (trace, model, verdict) in [
         ("gpt2-correct", "models/gpt2-tiny/model.onnx", "both fine"),
         ("speculative-correct", "models/gpt2-tiny", "both fine"),
+        // Caches fed back whole: a fixed buffer written in place, genai's shared buffer, conv states.
+        ("static-cache-correct", "models/static-cache-llama", "both fine"),
+        ("genai-shared-buffer-correct", "models/llama-genai", "both fine"),
+        ("genai-hybrid-correct", "models/lfm2-genai", "both fine"),
         // A beam search's gathered rows and a wrong past look alike without row digests.
         ("optimum-beam3", "models/llama-tiny", "cannot tell"),
         ("optimum-seq2seq-beam2", "models/marian-tiny", "cannot tell"),
@@ -59,6 +63,7 @@ fn broken_digest_only_traces_are_named_at_their_call() {
             "feeds 2 tokens on top of a past of length 1",
         ),
         ("speculative-no-crop", "models/gpt2-tiny", 3, "caller-crop", "the rejected drafts are still in the cache"),
+        ("genai-hybrid-conv-reset", "models/lfm2-genai", 2, "caller-past", "is fresh zeros"),
     ] {
         let (exit, r) = replay(trace, model);
         assert_eq!((exit, r["at_fault"].as_str()), (2, Some("caller")), "{trace}: {r:#}");

@@ -120,7 +120,7 @@ const MAX_HASHED: u128 = 1 << 28;
 /// cannot say which rows a beam search chose: every origin vector is tried
 /// by walking them depth first with the SHA-1 state of each prefix kept (a
 /// candidate costs one row's hashing), equal rows tried once. `None` when
-/// none matches or the search would hash more than [`MAX_HASHED`] bytes.
+/// none matches or the search would hash more than `MAX_HASHED` bytes.
 pub fn origins_by_digest(dtype: &str, a: &ArrayD<f32>, group: usize, digest: &str) -> Option<Vec<usize>> {
     let rows = *a.shape().first()?;
     if a.ndim() < 2 || group == 0 || rows == 0 || !rows.is_multiple_of(group) {

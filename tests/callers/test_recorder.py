@@ -277,7 +277,8 @@ FOREIGN = {"incident2-raw-digests.jsonl"}  # an older, foreign recorder: md5 of 
 DIGEST_ONLY = {"incident2-no-cache-digests.jsonl"} | {
     f"{n}-digests.jsonl"
     for n in ["gpt2-correct", "gpt2-positions-restart", "marian-prefix-on-past", "optimum-beam3",
-              "optimum-seq2seq-beam2", "speculative-correct", "speculative-no-crop"]
+              "optimum-seq2seq-beam2", "speculative-correct", "speculative-no-crop", "static-cache-correct",
+              "genai-shared-buffer-correct", "genai-hybrid-correct", "genai-hybrid-conv-reset"]
 }
 
 

@@ -23,6 +23,12 @@ ALL = [
     "optimum-seq2seq-beam2",
     "speculative-correct",
     "speculative-no-crop",
+    # Caches fed back whole by a correct client: a fixed buffer written in place
+    # (a static cache, genai's shared buffer) and a hybrid's conv states.
+    "static-cache-correct",
+    "genai-shared-buffer-correct",
+    "genai-hybrid-correct",
+    "genai-hybrid-conv-reset",
 ]
 
 
