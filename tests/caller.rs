@@ -400,12 +400,30 @@ fn real_clients_replay_with_their_strategy_and_their_broken_twins_are_named() {
         // Two left-padded prompts × 4 beams as an application's own logger writes them (every
         // integer as values, floats as digests, no rows: to_v1.py --keep-ints): beams whose
         // origins the running scores do not predict are found by trying every gather's digest.
+        // Layer 0's gathers are shown; layer 1's re-run is not bit-exact with the caller's (from
+        // call 0 on), so its rows cannot be checked: said, not settled by layer 0's.
         (
             "optimum-beam4-long-ints-v1",
             "models/llama-tiny",
-            "both fine",
+            "cannot tell",
             "beam search, 4 beams × batch 2; cache reordered at calls 2, 3, 4, 5, 6, 7",
             None,
+        ),
+        // Layer 1 fed as it came out while layer 0 is reordered: every layer is reordered alike.
+        (
+            "optimum-beam4-long-layer1-not-reordered-ints-v1",
+            "models/llama-tiny",
+            "caller",
+            "",
+            Some(("caller-past", 2, "is call 1's present as it came out, while `past_key_values.0.key` is that call's present gathered by rows")),
+        ),
+        // A wrong layer-1 past where that layer's re-run is bit-exact: its gather's digest is known.
+        (
+            "optimum-beam3-layer1-garbage-v1",
+            "models/llama-tiny",
+            "caller",
+            "",
+            Some(("caller-past", 3, "is not call 2's present gathered by rows [1, 0, 0]")),
         ),
         (
             "optimum-beam4-long-no-reorder-ints-v1",
@@ -491,7 +509,7 @@ fn real_clients_replay_with_their_strategy_and_their_broken_twins_are_named() {
         let path = format!("tests/traces/{trace}.jsonl");
         let (code, r) = json(&["replay", "--format", "json", &path, "--model", model]);
         assert_eq!(r["at_fault"], *fault, "{trace}: {}", r["summary"]);
-        assert_eq!(code, if *fault == "both fine" { 0 } else { 2 }, "{trace}");
+        assert_eq!(code, if matches!(*fault, "both fine" | "cannot tell") { 0 } else { 2 }, "{trace}");
         let line = r["decoding"].as_str().unwrap_or_default();
         assert!(line.contains(decoding), "{trace}: decoding {line:?}");
         let fed = r["reproduction"]["fed"].to_string();

@@ -86,26 +86,28 @@ fn values_recovered_from_digests_are_said() {
 
 /// Where a format-1 trace's feed matches no earlier output whole, the
 /// hypotheses a correct client fits are hashed with the trace's scheme and
-/// the one that matches is said: the encoder's states repeated per beam, the
-/// later layers of a reordered cache gathered by the rows layer 0 showed.
+/// the one that matches is said: the encoder's states repeated per beam; the
+/// later layers of a reordered cache, whose re-run is not bit-exact, re-run
+/// gathered by the rows layer 0 showed (an estimate, never a verdict).
 #[test]
 fn the_hypothesis_a_feed_matched_is_said() {
-    let fed = |trace: &str, model: &str| -> Vec<String> {
+    let fed = |trace: &str, model: &str, verdict: &str| -> Vec<String> {
         let out = bin()
             .args(["replay", "--format", "json", &format!("tests/traces/{trace}.jsonl"), "--model", model])
             .output()
             .unwrap();
         let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(r["at_fault"], "both fine", "{trace}: {}", r["summary"]);
+        assert_eq!(r["at_fault"], verdict, "{trace}: {}", r["summary"]);
         r["reproduction"]["fed"].as_array().unwrap().iter().filter_map(|v| v.as_str().map(String::from)).collect()
     };
-    let s2s = fed("optimum-seq2seq-beam2-v1", "models/marian-tiny");
+    let s2s = fed("optimum-seq2seq-beam2-v1", "models/marian-tiny", "both fine");
     assert!(
         s2s.iter()
             .any(|l| l.starts_with("an earlier output repeated per beam") && l.ends_with(": encoder_hidden_states")),
         "{s2s:#?}"
     );
-    let beams = fed("optimum-beam4-long-ints-v1", "models/llama-tiny");
+    // Layer 1's re-run is not bit-exact: fed its best estimate (gathered alike), judged "cannot tell".
+    let beams = fed("optimum-beam4-long-ints-v1", "models/llama-tiny", "cannot tell");
     assert!(
         beams.iter().any(|l| l.starts_with("the previous call's presents gathered by the rows another past")
             && l.ends_with(": past_key_values.1.{key,value}")),

@@ -17,8 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "examples" / "library-app"
-# The tool's own target directory: the dependencies `cargo test` built are reused.
-TARGET = ROOT / "target"
+TARGET = ROOT / "target" / "library-app"
 SPEC = "specs/marian-decoder-merged.yaml"
 PARAMS = ["hidden=32", "head_dim=4", "vocab=1000"]
 GOOD = "models/marian-tiny/decoder_model_merged.onnx"

@@ -18,7 +18,7 @@ OUT_DIR must lie outside the repository (nothing here is committed). Written:
                         22 layers (TinyLlama's), intermediate 256, vocab 2000,
                         rope_theta 1e4, untied;
   llama-hd128-theta/    config.json rope_theta 5e5;
-  granite-hd128/        GraniteForCausalLM: hidden 256 = 2 heads x head_dim 128,
+  granite-hd128/        GraniteForCausalLM: hidden 384 = 3 heads x head_dim 128,
                         1 KV head, 24 layers, intermediate 256, vocab 2000,
                         embedding_multiplier 12, logits_scaling 8,
                         residual_multiplier 0.22, attention_multiplier 1/128,
@@ -86,8 +86,10 @@ MODELS = {
         vocab_size=VOCAB, hidden_size=256, intermediate_size=256, num_hidden_layers=22,
         num_attention_heads=2, num_key_value_heads=2, head_dim=128)),
     "granite-hd128": ("granite", dict(
-        vocab_size=VOCAB, hidden_size=256, intermediate_size=256, num_hidden_layers=24,
-        num_attention_heads=2, num_key_value_heads=1)),
+        # hidden 384: the projections' weights (384 x 384) are beyond the 65,536 elements
+        # of a constant the config audit decodes, as every real model's are.
+        vocab_size=VOCAB, hidden_size=384, intermediate_size=256, num_hidden_layers=24,
+        num_attention_heads=3, num_key_value_heads=1)),
 }
 TWIN_SUFFIX = {"qwen2": "-theta", "llama": "-theta", "granite": "-logits"}
 

@@ -17,16 +17,62 @@ const MOVES: &[&str] = &["Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", 
 /// Fused attention ops that carry the scale as an attribute.
 const FUSED: &[&str] = &["GroupQueryAttention", "MultiHeadAttention", "Attention", "PackedMultiHeadAttention"];
 
+/// Whether `t` is a weight the graph stores (an initializer, however large,
+/// or a constant): the audit decodes small constants only, but a projection's
+/// weight is stored whatever its size.
+fn stored(g: &Graph<'_>, t: &str) -> bool {
+    g.is_constant(t) || g.initializers.contains_key(g.resolve(t))
+}
+
+/// Whether `t` is a scale computed by the graph's own arithmetic from tensor
+/// shapes or a few constants (SDPA's default `1/√(q.shape[-1])`, traced as
+/// Shape → … → Sqrt → Div, or the same left unfolded over constants): a
+/// value the audit does not evaluate, said as unread rather than guessed.
+fn shape_derived(g: &Graph<'_>, t: &str, depth: usize) -> bool {
+    let Some(&i) = g.producer.get(g.resolve(t)) else {
+        // A leaf: a scalar-sized stored constant (of any type: a slice's int64 bounds) takes
+        // part in such arithmetic; a weight does not.
+        return g.initializers.get(g.resolve(t)).is_some_and(|(dims, _)| dims.iter().product::<i64>() <= 8);
+    };
+    if g.op(i) == "Shape" {
+        return true;
+    }
+    if g.op(i) == "Constant" {
+        return g.constant(t).is_some_and(|c| c.values.len() <= 8);
+    }
+    let arithmetic = [
+        "Cast",
+        "Sqrt",
+        "Div",
+        "Mul",
+        "Reciprocal",
+        "Slice",
+        "Gather",
+        "Unsqueeze",
+        "Squeeze",
+        "Concat",
+        "Reshape",
+        "Pow",
+        "Add",
+        "Sub",
+    ];
+    let inputs: Vec<&String> = g.nodes[i].input.iter().filter(|x| !x.is_empty()).collect();
+    depth > 0
+        && arithmetic.contains(&g.op(i))
+        && !inputs.is_empty()
+        && inputs.iter().all(|x| shape_derived(g, x, depth - 1))
+}
+
 /// Whether `t` is a `MatMul` of two computed tensors, walking back through
 /// what the scores pass on the way to the `Softmax` (a few nodes).
 fn reaches_scores(g: &Graph<'_>, t: &str, depth: usize) -> bool {
     let Some(&i) = g.producer.get(g.resolve(t)) else { return false };
     let n = &g.nodes[i];
     match g.op(i) {
-        "MatMul" => n.input.iter().all(|x| !g.is_constant(x)),
+        "MatMul" => n.input.iter().all(|x| !stored(g, x)),
         _ if depth == 0 => false,
         op if PASS.contains(&op) || matches!(op, "Mul" | "Div" | "Add" | "Sub" | "Where") => {
-            n.input.iter().any(|x| !g.is_constant(x) && reaches_scores(g, x, depth - 1))
+            n.input.iter().any(|x| !stored(g, x) && reaches_scores(g, x, depth - 1))
         }
         _ => false,
     }
@@ -50,13 +96,26 @@ fn side(g: &Graph<'_>, mut at: String, chain: &mut Chain) -> Result<(), String> 
                     chain.scale(g, i, &c, false)?;
                     at = input(1);
                 }
-                // A product of two computed tensors (the rotary's cos): the side's own values.
+                // A scale computed from the query's shape at run time: not the config's constant, unread.
+                _ if n.input.iter().any(|x| shape_derived(g, x, 10)) => {
+                    return Err(format!(
+                        "`{}` (Mul) scales by a value computed at run time from a tensor's shape",
+                        g.name(i)
+                    ))
+                }
+                // A product of two computed tensors (a norm's weight, a rotary product): the side's own values.
                 _ => return Ok(()),
             },
             "Div" => match g.constant(&input(1)).filter(|c| c.scalar().is_some()) {
                 Some(c) => {
                     chain.scale(g, i, &c, true)?;
                     at = input(0);
+                }
+                None if shape_derived(g, &input(1), 10) => {
+                    return Err(format!(
+                        "`{}` (Div) divides by a value computed at run time from a tensor's shape",
+                        g.name(i)
+                    ))
                 }
                 None => return Ok(()),
             },
@@ -111,7 +170,7 @@ fn softmax_chain(g: &Graph<'_>, softmax: usize) -> Option<Result<Chain, String>>
                 }
                 // The mask (added, or selected with `Where`): the scores are the input behind which Q·Kᵀ is.
                 "Add" | "Sub" | "Where" => {
-                    at = n.input.iter().find(|x| !g.is_constant(x) && reaches_scores(g, x, 8)).cloned().ok_or_else(
+                    at = n.input.iter().find(|x| !stored(g, x) && reaches_scores(g, x, 8)).cloned().ok_or_else(
                         || format!("`{}` ({}) mixes the scores with no Q·Kᵀ behind it", g.name(i), g.op(i)),
                     )?;
                 }
@@ -201,7 +260,7 @@ pub(crate) fn residual_chain(g: &Graph<'_>) -> Result<Chain, String> {
         let n = &g.nodes[i];
         let other = n.input.iter().find(|x| **x != at).cloned().unwrap_or_default();
         match g.op(i) {
-            op if HEAD.contains(&op) && g.is_constant(&other) => {
+            op if HEAD.contains(&op) && stored(g, &other) => {
                 projected = true;
                 chain.words.push(format!("{op} `{}`", g.name(i)));
             }

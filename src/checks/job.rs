@@ -193,7 +193,7 @@ fn replay(ctx: &mut Ctx<'_>, calls: &[crate::engine::options::ReplayCall], emit:
                 };
                 let rows = crate::engine::replay::computed_rows(c, &feeds, &out);
                 if own && c.output_rows.is_empty() {
-                    chain.keep_last(&out, &scores);
+                    chain.keep_last(c, &out, &scores);
                 }
                 emit(Event::Replayed { call: c.call, error: None, node: None, sources, scores, rows })
             }

@@ -168,7 +168,10 @@ fn version_2(view: &View<'_>) -> Vec<Finding> {
             "this is the layout of transformers.js 3 and later (onnx/model.onnx): load it with a current release"
                 .to_string()
         } else {
-            format!("it has {}", have.join(", "))
+            match have.is_empty() {
+                true => "it has no ONNX file under onnx/".to_string(),
+                false => format!("it has {}", have.join(", ")),
+            }
         };
         out.push(Finding::error(
             Code::ConsumerLayout,
@@ -239,7 +242,10 @@ fn layout_and_dtypes(view: &View<'_>, major: u32) -> Vec<Finding> {
         } else if base_missing == ["decoder_model_merged"] && have.iter().any(|r| r.contains("decoder_with_past")) {
             "transformers.js opens the merged decoder, never the split pair: merge them (optimum's `merge_decoders`, or export with `--task …-with-past` and the merge step)".to_string()
         } else {
-            format!("it has {}", have.join(", "))
+            match have.is_empty() {
+                true => "it has no ONNX file under onnx/".to_string(),
+                false => format!("it has {}", have.join(", ")),
+            }
         };
         out.push(Finding::error(
             Code::ConsumerLayout,

@@ -42,6 +42,9 @@ pub(crate) struct Chain {
     /// to carry the scores on from origins found by digest instead.
     before: Vec<f64>,
     tokens: Vec<i64>,
+    /// The digests the trace recorded for the last own call's outputs: whether
+    /// the re-run's present is bit-exact with the caller's.
+    last_digests: HashMap<String, String>,
 }
 
 impl Chain {
@@ -65,8 +68,14 @@ impl Chain {
     }
 
     /// After an own call of a format-1 trace: its outputs and scores, for the next call's gathers.
-    pub(crate) fn keep_last(&mut self, out: &Outputs, scores: &[crate::engine::events::RowScores]) {
+    pub(crate) fn keep_last(
+        &mut self,
+        c: &crate::engine::options::ReplayCall,
+        out: &Outputs,
+        scores: &[crate::engine::events::RowScores],
+    ) {
         self.last = Some((out.floats.clone(), scores.to_vec()));
+        self.last_digests = c.outputs.iter().cloned().collect();
     }
 
     /// A fed tensor whose every row is a row the re-run produced (a beam
@@ -90,6 +99,9 @@ impl Chain {
 fn beam_origins(plan: &Plan, c: &crate::engine::options::ReplayCall, chain: &mut Chain) -> Option<Vec<usize>> {
     let own = c.model.is_none();
     let v1 = c.feeds.iter().all(|f| f.rows.is_none());
+    // This call's scores to carry on, none until its origins are known.
+    chain.before.clear();
+    chain.tokens.clear();
     let ids = c.feeds.iter().find(|f| f.name == plan.input_ids)?;
     let (rows, per) = (usize::try_from(*ids.shape.first()?).ok()?, usize::try_from(*ids.shape.get(1)?).ok()?);
     let toks = ids.value.as_ref().filter(|v| v.len() == rows * per)?;
@@ -239,7 +251,9 @@ pub(crate) fn feeds(
                 let present = plan.self_past.iter().find(|p| p.past == f.name).map(|p| p.present.as_str());
                 let last = chain.last.as_ref().and_then(|(o, _)| o.get(present?));
                 if last == Some(a) {
-                    shown.get_or_insert_with(|| (0..dims[0]).collect());
+                    if let Some(&rows) = dims.first() {
+                        shown.get_or_insert_with(|| (0..rows).collect());
+                    }
                 }
             }
             let chained = whole

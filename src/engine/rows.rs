@@ -115,6 +115,9 @@ pub fn assign(beams: usize, running: &[f64], tokens: &[i64], scores: &[RowScores
 /// a second): past it the search gives up and the feed stays undecided.
 const MAX_HASHED: u128 = 1 << 28;
 
+/// The most rows (beams × batch) a gather is searched over.
+const MAX_ROWS: usize = 256;
+
 /// The origins (each row's source row, within its group of `group` rows)
 /// whose gather of `a` has the recorded `digest`, when a digest-only trace
 /// cannot say which rows a beam search chose: every origin vector is tried
@@ -123,7 +126,8 @@ const MAX_HASHED: u128 = 1 << 28;
 /// none matches or the search would hash more than `MAX_HASHED` bytes.
 pub fn origins_by_digest(dtype: &str, a: &ArrayD<f32>, group: usize, digest: &str) -> Option<Vec<usize>> {
     let rows = *a.shape().first()?;
-    if a.ndim() < 2 || group == 0 || rows == 0 || !rows.is_multiple_of(group) {
+    // A trace's shapes are untrusted: beams × batch beyond this is no beam search to walk.
+    if a.ndim() < 2 || group == 0 || rows == 0 || rows > MAX_ROWS || !rows.is_multiple_of(group) {
         return None;
     }
     let bytes: Vec<Vec<u8>> = a
@@ -134,17 +138,19 @@ pub fn origins_by_digest(dtype: &str, a: &ArrayD<f32>, group: usize, digest: &st
             _ => None,
         })
         .collect::<Option<_>>()?;
-    // Each row's candidates: the distinct rows of its group (equal rows give equal tensors).
-    let choices: Vec<Vec<usize>> = (0..rows)
-        .map(|j| {
-            let g = (j / group) * group..(j / group + 1) * group;
-            g.clone().filter(|&i| !g.clone().take_while(|&k| k < i).any(|k| bytes[k] == bytes[i])).collect()
+    // Each group's distinct rows (equal rows give equal tensors), found once per group.
+    let distinct: Vec<Vec<usize>> = (0..rows / group)
+        .map(|g| {
+            let mut seen = std::collections::HashSet::new();
+            (g * group..(g + 1) * group).filter(|&i| seen.insert(bytes[i].as_slice())).collect()
         })
         .collect();
+    let choices: Vec<&Vec<usize>> = (0..rows).map(|j| &distinct[j / group]).collect();
+    // Every node of the walk hashes a row and clones a hash state; every leaf finalises one.
     let (mut leaves, mut cost) = (1u128, 0u128);
     for (j, c) in choices.iter().enumerate() {
         leaves = leaves.saturating_mul(c.len() as u128);
-        cost = cost.saturating_add(leaves.saturating_mul(bytes[j].len() as u128));
+        cost = cost.saturating_add(leaves.saturating_mul(bytes[j].len().max(64) as u128 + 128));
     }
     if cost > MAX_HASHED {
         return None;
@@ -156,13 +162,20 @@ pub fn origins_by_digest(dtype: &str, a: &ArrayD<f32>, group: usize, digest: &st
     walk(&head, &bytes, &choices, digest, &mut origin).then_some(origin)
 }
 
-/// Depth-first over the rows still to choose, the hash of the chosen prefix kept.
-fn walk(h: &sha1_smol::Sha1, bytes: &[Vec<u8>], choices: &[Vec<usize>], digest: &str, origin: &mut Vec<usize>) -> bool {
+/// Depth-first over the rows still to choose, the hash of the chosen prefix
+/// kept (its depth is the row count, at most `MAX_ROWS`).
+fn walk(
+    h: &sha1_smol::Sha1,
+    bytes: &[Vec<u8>],
+    choices: &[&Vec<usize>],
+    digest: &str,
+    origin: &mut Vec<usize>,
+) -> bool {
     let j = origin.len();
     if j == choices.len() {
         return digest.strip_prefix("sha1:").is_some_and(|d| h.digest().to_string() == d);
     }
-    for &i in &choices[j] {
+    for &i in choices[j] {
         let mut next = h.clone();
         next.update(&bytes[i]);
         origin.push(i);

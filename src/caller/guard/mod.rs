@@ -7,6 +7,7 @@
 //! tokens onto a past). `replay` runs the same guard over a recorded trace.
 
 mod origin;
+mod pasts;
 mod rules;
 mod signature;
 

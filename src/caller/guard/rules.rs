@@ -6,6 +6,7 @@
 //! call's tokens. Every rule reads the plan; no rule names a model family.
 
 use super::origin::History;
+use super::pasts::{rows_of, self_pasts};
 use super::{Generation, Tensors};
 use crate::finding::{Code, Finding};
 use crate::model::fold::fold_names;
@@ -170,98 +171,6 @@ fn fed_back(plan: &Plan, feeds: &Tensors, g: &Generation) -> bool {
     })
 }
 
-/// Self-attention pasts, buffers and states: the previous call's presents.
-fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, feeds: &Tensors) -> Option<Finding> {
-    let (last, prev) = g.prev.as_ref()?;
-    let seq = plan.seq_axis;
-    let mut wrong = Vec::new();
-    let mut undecided = Vec::new();
-    // Some past of the call shown a gather of the present's rows (the others' rows unknown): a beam's reorder.
-    let mut gathered = false;
-    let mut detail = String::new();
-    for c in &plan.self_past {
-        let (Some(fed), Some(present)) = (feeds.get(&c.past), prev.get(&c.present)) else { continue };
-        let other_values = fed.digest.is_some() && present.digest.is_some() && fed.digest != present.digest;
-        // Rows of the present gathered (a beam search's reorder): the
-        // decoding strategy judges whether they are the rows the beams chose.
-        if fed.shape == present.shape && rows_of(fed, present).is_some() {
-            gathered = true;
-            continue;
-        }
-        // Several tokens verified at once, the rejected ones cropped away
-        // (speculative decoding): the past is the present cut to the accepted length.
-        if cropped(plan, g, fed, present) {
-            continue;
-        }
-        if fed.shape == present.shape && !other_values {
-            continue;
-        }
-        let known = history.provenance(&c.past, &c.present, fed, *last);
-        let zeros = known.is_none() && history.is_zeros(fed);
-        // The present's rows gathered (a beam search) cannot be told from other
-        // values without row digests: neither the trace's nor a re-run's.
-        if known.is_none() && !zeros && fed.shape == present.shape && (fed.rows.is_none() || present.rows.is_none()) {
-            undecided.push(c.past.clone());
-            continue;
-        }
-        wrong.push(c.past.clone());
-        if !detail.is_empty() {
-            continue;
-        }
-        detail = if let Some(p) = known {
-            p
-        } else if zeros {
-            let what = if c.fixed && !c.buffer {
-                "a state is carried from call to call, never zeroed again"
-            } else if c.buffer {
-                "the buffer written so far is thrown away"
-            } else {
-                "the cache so far is thrown away"
-            };
-            format!("`{}` is fresh zeros {:?} ({what}); feed `{}` of call {last}", c.past, fed.shape, c.present)
-        } else if fed.shape != present.shape {
-            format!(
-                "length {} on axis {seq} where the previous present has {}",
-                fed.shape.get(seq).copied().unwrap_or(-1),
-                present.shape.get(seq).copied().unwrap_or(-1)
-            )
-        } else {
-            format!("same shape {:?}, other values (no earlier output has them)", fed.shape)
-        };
-    }
-    if wrong.is_empty() && !undecided.is_empty() && !gathered {
-        let shape = feeds.get(&undecided[0]).map(|t| t.shape.clone()).unwrap_or_default();
-        return Some(
-            Finding::new(
-                Code::CallerUndecided,
-                crate::finding::Severity::Info,
-                format!("{} has the shape of call {last}'s present ({shape:?}) and other values, which no earlier output has whole: rows of that present gathered to the beams' origins (a beam search) would look so, and so would a wrong past; the trace keeps no row digests and the re-run could not recompute them, so this call cannot be told right or wrong (record with the current recorder, format 2, which keeps a digest per row)", fold_names(&undecided).join(", ")),
-            )
-            .names(undecided),
-        );
-    }
-    (!wrong.is_empty()).then(|| {
-        Finding::error(
-            Code::CallerPast,
-            format!("{} is not the previous call's present: {detail}", fold_names(&wrong).join(", ")),
-        )
-        .names(wrong)
-    })
-}
-
-/// `fed` is `present` cut on the sequence axis to a length between the
-/// previous call's past and its present, after a call of several tokens.
-fn cropped(plan: &Plan, g: &Generation, fed: &super::TensorMeta, present: &super::TensorMeta) -> bool {
-    let seq = plan.seq_axis;
-    let Some((k, _)) = g.prev_ids.as_ref().filter(|(k, _)| *k > 1) else { return false };
-    let (Some(&f), Some(&p)) = (fed.shape.get(seq), present.shape.get(seq)) else { return false };
-    let same_elsewhere = fed.shape.len() == present.shape.len()
-        && fed.shape.iter().zip(&present.shape).enumerate().all(|(i, (a, b))| i == seq || a == b);
-    // After a prompt (no past before it) nothing was verified: nothing to crop.
-    let before = p - *k as i64;
-    same_elsewhere && before > 0 && f < p && f >= before
-}
-
 /// After a call of several tokens, the whole present fed back while the
 /// caller's own mask (or positions) continue from fewer tokens: the drafts
 /// it rejected are still in the cache. The caller's length and the tokens verified.
@@ -273,13 +182,6 @@ fn uncropped(plan: &Plan, g: &Generation, c: &Call, feeds: &Tensors) -> Option<(
     let by_positions = || plan.position_ids.as_ref().and_then(|p| feeds.get(p)?.value.as_ref()?.first().copied());
     let callers = by_mask.or_else(by_positions)?;
     (past - k > 0 && callers < past && callers >= past - k).then_some((callers, k))
-}
-
-/// For each row of `fed`, the first row of `source` with its digest, when
-/// every row has one (format-2 traces): `fed` is a gather of `source`'s rows.
-pub(crate) fn rows_of(fed: &super::TensorMeta, source: &super::TensorMeta) -> Option<Vec<usize>> {
-    let (fed_rows, source_rows) = (fed.rows.as_ref()?, source.rows.as_ref()?);
-    fed_rows.iter().map(|r| source_rows.iter().position(|s| s == r)).collect()
 }
 
 /// Cross-attention pasts: step 0's presents, kept.

@@ -84,7 +84,9 @@ enum Pending {
 }
 
 /// Starts consumer `c` generating from `dir` (prompt `ids`).
-fn start_one(c: Consumer, dir: &Path, ids: &[i64], timeout: Duration) -> Pending {
+fn start_one(c: Consumer, dir: &Path, ids: &[i64], seq2seq: bool, timeout: Duration) -> Pending {
+    // The class the program loads, told from the graphs, not from config.json's flag alone.
+    let mode = if seq2seq { "seq2seq" } else { "causal" };
     let ids_json = serde_json::to_string(ids).unwrap_or_default();
     let dir = match std::fs::canonicalize(dir) {
         Ok(d) => d.to_string_lossy().into_owned(),
@@ -94,7 +96,7 @@ fn start_one(c: Consumer, dir: &Path, ids: &[i64], timeout: Duration) -> Pending
     let python = |program: &str| {
         // `-c`, not a file: a program file named like its package would shadow it.
         let mut cmd = Command::new("python3");
-        cmd.args(["-c", program, &dir, &ids_json, &new]);
+        cmd.args(["-c", program, &dir, &ids_json, &new, mode]);
         match child::start(cmd, timeout) {
             Ok(s) => Pending::Started(s, None),
             Err(e) => Pending::Done(Err(e)),
@@ -115,7 +117,7 @@ fn start_one(c: Consumer, dir: &Path, ids: &[i64], timeout: Duration) -> Pending
                 return Pending::Done(Err(format!("{}: {e}", script.display())));
             }
             let mut cmd = Command::new("node");
-            cmd.arg(&script).arg(&pkg).args([&dir, &ids_json, &new]);
+            cmd.arg(&script).arg(&pkg).args([&dir, &ids_json, &new, mode]);
             match child::start(cmd, timeout) {
                 Ok(s) => Pending::Started(s, Some(script)),
                 Err(e) => {
@@ -226,7 +228,7 @@ pub fn start(dir: &Path, view: &View<'_>, targets: &[Target], timeout: Duration)
                 Consumer::TransformersJs => crate::consumer::transformers_js::loaded_decoder(view, t.major),
                 _ => None,
             };
-            (t.consumer, file, start_one(t.consumer, dir, &r.ids, timeout))
+            (t.consumer, file, start_one(t.consumer, dir, &r.ids, seq2seq, timeout))
         })
         .collect();
     r

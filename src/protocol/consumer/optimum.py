@@ -4,7 +4,7 @@
 # do_sample False, no tokenizer): written by `onnx-contract protocol`, run
 # by `onnx-contract check` in a child. Prints one JSON line. Save it under
 # another name than optimum.py (it would shadow the package).
-#   python3 generate_optimum.py FOLDER IDS_JSON MAX_NEW_TOKENS
+#   python3 generate_optimum.py FOLDER IDS_JSON MAX_NEW_TOKENS [seq2seq|causal]
 # IDS_JSON is the prompt, or an encoder-decoder's source ids; the tokens
 # printed are the new ones (after the decoder start token).
 import json
@@ -30,7 +30,9 @@ def encoder_decoder():
         return False
 
 
-seq2seq = encoder_decoder()
+# MODE (seq2seq | causal), as `check` tells it from the graphs; else config.json's flag.
+mode = sys.argv[4] if len(sys.argv) > 4 else None
+seq2seq = mode == "seq2seq" if mode else encoder_decoder()
 # The tokens are compared with the graph's own plain greedy argmax: these
 # generation-config processors (Marian and BART ship forced_eos_token_id,
 # which forces the end token at the last step) change the argmax without

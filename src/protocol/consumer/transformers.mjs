@@ -2,7 +2,7 @@
 // application runs it (from_pretrained on the local folder, generate with
 // do_sample false, no tokenizer): written by `onnx-contract protocol`, run
 // by `onnx-contract check` in a child. Prints one JSON line.
-//   node transformers.mjs PACKAGE_DIR FOLDER IDS_JSON MAX_NEW_TOKENS
+//   node transformers.mjs PACKAGE_DIR FOLDER IDS_JSON MAX_NEW_TOKENS [seq2seq|causal]
 // PACKAGE_DIR: the @huggingface/transformers package folder. IDS_JSON is the
 // prompt, or an encoder-decoder's source ids (AutoModelForSeq2SeqLM); the
 // tokens printed are the new ones (after the decoder start token).
@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-const [pkgDir, folder, idsJson, maxNew] = process.argv.slice(2);
+const [pkgDir, folder, idsJson, maxNew, mode] = process.argv.slice(2);
 const ids = JSON.parse(idsJson);
 const out = { installed: true, ok: false, tokens: [], error: null, stage: 'import' };
 let said = false;
@@ -67,7 +67,8 @@ const encoderDecoder = () => {
     }
 };
 try {
-    const seq2seq = encoderDecoder();
+    // MODE (seq2seq | causal), as `check` tells it from the graphs; else config.json's flag.
+    const seq2seq = mode ? mode === 'seq2seq' : encoderDecoder();
     const { env, Tensor, AutoModelForCausalLM, AutoModelForSeq2SeqLM } = tjs;
     env.allowRemoteModels = false;
     env.useFSCache = false;
