@@ -440,7 +440,15 @@ fn reproduce(
         })
         .collect();
     let calls = r.replayed.iter().map(|(c, _, _)| *c).collect();
-    let scores = r.replay_scores.into_iter().collect();
+    // A call re-run on seeded values (the trace holds only their digest) measured
+    // nothing of the caller's: its probabilities never judge the strategy.
+    let seeded: Vec<usize> = r
+        .replay_sources
+        .iter()
+        .filter(|(_, fed)| fed.iter().any(|(_, s)| *s == FeedSource::Seeded))
+        .map(|(c, _)| *c)
+        .collect();
+    let scores = r.replay_scores.into_iter().filter(|(c, _)| !seeded.contains(c)).collect();
     let reproduction =
         Reproduction { model: d.file.rel.clone(), calls, failed, fed, repro: r.repros.into_iter().next() };
     Ok((reproduction, scores, r.replay_rows))
