@@ -87,36 +87,22 @@ fn side(g: &Graph<'_>, mut at: String, chain: &mut Chain) -> Result<(), String> 
         let input = |k: usize| n.input.get(k).cloned().unwrap_or_default();
         match g.op(i) {
             op if MOVES.contains(&op) => at = input(0),
-            "Mul" => match (g.constant(&input(0)), g.constant(&input(1))) {
-                (None, Some(c)) if c.scalar().is_some() => {
-                    chain.scale(g, i, &c, false)?;
-                    at = input(0);
-                }
-                (Some(c), None) if c.scalar().is_some() => {
-                    chain.scale(g, i, &c, false)?;
-                    at = input(1);
-                }
+            "Mul" | "Div" => match chain.fold_back(g, i, true)? {
+                Some(next) => at = next,
                 // A scale computed from the query's shape at run time: not the config's constant, unread.
-                _ if n.input.iter().any(|x| shape_derived(g, x, 10)) => {
+                None if g.op(i) == "Mul" && n.input.iter().any(|x| shape_derived(g, x, 10)) => {
                     return Err(format!(
                         "`{}` (Mul) scales by a value computed at run time from a tensor's shape",
                         g.name(i)
                     ))
                 }
-                // A product of two computed tensors (a norm's weight, a rotary product): the side's own values.
-                _ => return Ok(()),
-            },
-            "Div" => match g.constant(&input(1)).filter(|c| c.scalar().is_some()) {
-                Some(c) => {
-                    chain.scale(g, i, &c, true)?;
-                    at = input(0);
-                }
-                None if shape_derived(g, &input(1), 10) => {
+                None if g.op(i) == "Div" && shape_derived(g, &input(1), 10) => {
                     return Err(format!(
                         "`{}` (Div) divides by a value computed at run time from a tensor's shape",
                         g.name(i)
                     ))
                 }
+                // A product of two computed tensors (a norm's weight, a rotary product): the side's own values.
                 None => return Ok(()),
             },
             _ => return Ok(()),
@@ -148,26 +134,15 @@ fn softmax_chain(g: &Graph<'_>, softmax: usize) -> Option<Result<Chain, String>>
                     return Ok(());
                 }
                 op if PASS.contains(&op) => at = input(0),
-                "Mul" => match (g.constant(&input(0)), g.constant(&input(1))) {
-                    (None, Some(c)) => {
-                        chain.scale(g, i, &c, false)?;
-                        at = input(0);
-                    }
-                    (Some(c), None) => {
-                        chain.scale(g, i, &c, false)?;
-                        at = input(1);
-                    }
-                    _ => {
+                op @ ("Mul" | "Div") => match chain.fold_back(g, i, false)? {
+                    Some(next) => at = next,
+                    None if op == "Mul" => {
                         return Err(format!("`{}` (Mul) scales the scores by a value computed at run time", g.name(i)))
                     }
+                    None => {
+                        return Err(format!("`{}` (Div) divides the scores by a value computed at run time", g.name(i)))
+                    }
                 },
-                "Div" => {
-                    let c = g.constant(&input(1)).ok_or_else(|| {
-                        format!("`{}` (Div) divides the scores by a value computed at run time", g.name(i))
-                    })?;
-                    chain.scale(g, i, &c, true)?;
-                    at = input(0);
-                }
                 // The mask (added, or selected with `Where`): the scores are the input behind which Q·Kᵀ is.
                 "Add" | "Sub" | "Where" => {
                     at = n.input.iter().find(|x| !stored(g, x) && reaches_scores(g, x, 8)).cloned().ok_or_else(

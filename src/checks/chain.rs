@@ -44,4 +44,32 @@ impl Chain {
         self.words.push(format!("{} {} {}", g.op(i), if divides { "÷" } else { "×" }, v));
         Ok(())
     }
+
+    /// Walking back, node `i` folded when it scales by a constant: a `Mul`
+    /// with one constant operand or a `Div` by one (of a computed dividend).
+    /// The tensor the chain goes on from; `None` when `i` is no such node,
+    /// or (`scalars_only`) its constant holds several values — a norm's
+    /// weight on a query, which the chain leaves to the caller.
+    pub(crate) fn fold_back(&mut self, g: &Graph<'_>, i: usize, scalars_only: bool) -> Result<Option<String>, String> {
+        let n = &g.nodes[i];
+        let input = |k: usize| n.input.get(k).cloned().unwrap_or_default();
+        let usable = |c: &Const| !scalars_only || c.scalar().is_some();
+        let (c, divides, next) = match g.op(i) {
+            "Mul" => match (g.constant(&input(0)), g.constant(&input(1))) {
+                (None, Some(c)) => (c, false, input(0)),
+                (Some(c), None) => (c, false, input(1)),
+                _ => return Ok(None),
+            },
+            "Div" if !g.is_constant(&input(0)) => match g.constant(&input(1)) {
+                Some(c) => (c, true, input(0)),
+                None => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        if !usable(&c) {
+            return Ok(None);
+        }
+        self.scale(g, i, &c, divides)?;
+        Ok(Some(next))
+    }
 }

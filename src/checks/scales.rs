@@ -31,23 +31,15 @@ fn logits_chain(g: &Graph<'_>, logits: &str) -> Result<Chain, String> {
                 return Ok(chain);
             }
             op if PASS.contains(&op) => at = input(0),
-            "Mul" => match (g.constant(&input(0)), g.constant(&input(1))) {
-                (None, Some(c)) => {
-                    chain.scale(g, i, &c, false)?;
-                    at = input(0);
-                }
-                (Some(c), None) => {
-                    chain.scale(g, i, &c, false)?;
-                    at = input(1);
-                }
-                _ => return Err(format!("`{}` (Mul) multiplies by a value computed at run time", g.name(i))),
-            },
+            "Mul" => {
+                at = chain
+                    .fold_back(g, i, false)?
+                    .ok_or_else(|| format!("`{}` (Mul) multiplies by a value computed at run time", g.name(i)))?
+            }
             "Div" if !g.is_constant(&input(0)) => {
-                let c = g
-                    .constant(&input(1))
-                    .ok_or_else(|| format!("`{}` (Div) divides by a value computed at run time", g.name(i)))?;
-                chain.scale(g, i, &c, true)?;
-                at = input(0);
+                at = chain
+                    .fold_back(g, i, false)?
+                    .ok_or_else(|| format!("`{}` (Div) divides by a value computed at run time", g.name(i)))?
             }
             // A bias shifts the logits; it does not scale them.
             "Add" | "Sub" if g.is_constant(&input(1)) => at = input(0),

@@ -149,6 +149,19 @@ pub fn check(view: &View<'_>, major: u32) -> Vec<Finding> {
 /// "Unsupported model IR version: 9, max supported IR version: 8".
 const V2_MAX_IR: i64 = 8;
 
+/// The ONNX files the folder has under `onnx/`, where transformers.js looks.
+fn onnx_files<'v>(view: &'v View<'_>) -> Vec<&'v str> {
+    view.models.iter().filter(|m| m.rel.starts_with("onnx/")).map(|m| m.rel).collect()
+}
+
+/// What a layout finding says the folder has instead.
+fn listing(have: &[&str]) -> String {
+    match have.is_empty() {
+        true => "it has no ONNX file under onnx/".to_string(),
+        false => format!("it has {}", have.join(", ")),
+    }
+}
+
 /// transformers.js 2's loading, as `@xenova/transformers` 2.17.2 does it
 /// (`src/models.js: constructSession`): `onnx/<stem>_quantized.onnx` by
 /// default (`quantized = true`), `onnx/<stem>.onnx` with `quantized: false`;
@@ -163,15 +176,12 @@ fn version_2(view: &View<'_>) -> Vec<Finding> {
     let absent = |files: &[String]| files.iter().filter(|f| !view.has(f)).cloned().collect::<Vec<_>>();
     let (no_plain, no_quantized) = (absent(&plain), absent(&quantized));
     if !no_plain.is_empty() && !no_quantized.is_empty() {
-        let have: Vec<&str> = view.models.iter().filter(|m| m.rel.starts_with("onnx/")).map(|m| m.rel).collect();
+        let have = onnx_files(view);
         let hint = if stems == ["decoder_model_merged"] && have.iter().any(|r| r.starts_with("onnx/model")) {
             "this is the layout of transformers.js 3 and later (onnx/model.onnx): load it with a current release"
                 .to_string()
         } else {
-            match have.is_empty() {
-                true => "it has no ONNX file under onnx/".to_string(),
-                false => format!("it has {}", have.join(", ")),
-            }
+            listing(&have)
         };
         out.push(Finding::error(
             Code::ConsumerLayout,
@@ -236,16 +246,13 @@ fn layout_and_dtypes(view: &View<'_>, major: u32) -> Vec<Finding> {
         .filter(|s| !view.models.iter().any(|m| m.rel.starts_with("onnx/") && m.base == *s))
         .collect();
     if !base_missing.is_empty() {
-        let have: Vec<&str> = view.models.iter().filter(|m| m.rel.starts_with("onnx/")).map(|m| m.rel).collect();
+        let have = onnx_files(view);
         let hint = if base_missing == ["model"] && have.iter().any(|r| r.contains("decoder_model_merged")) {
             "transformers.js 2 opened decoder_model_merged for a decoder-only model; 3 and later open onnx/model.onnx: rename it (or export again with a current converter)".to_string()
         } else if base_missing == ["decoder_model_merged"] && have.iter().any(|r| r.contains("decoder_with_past")) {
             "transformers.js opens the merged decoder, never the split pair: merge them (optimum's `merge_decoders`, or export with `--task …-with-past` and the merge step)".to_string()
         } else {
-            match have.is_empty() {
-                true => "it has no ONNX file under onnx/".to_string(),
-                false => format!("it has {}", have.join(", ")),
-            }
+            listing(&have)
         };
         out.push(Finding::error(
             Code::ConsumerLayout,

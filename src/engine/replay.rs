@@ -137,10 +137,10 @@ fn reordered(
 ) -> Option<ArrayD<f32>> {
     let (origin, digest) = (origin?, f.digest.as_ref()?);
     let (outputs, _) = chain.last.as_ref()?;
-    outputs.values().filter(|a| a.shape() == dims).find_map(|a| {
-        let g = crate::engine::rows::gather(a, origin)?;
-        (crate::engine::rows::digest_of(&f.dtype, &g).as_ref() == Some(digest)).then_some(g)
-    })
+    outputs
+        .values()
+        .filter(|a| a.shape() == dims)
+        .find_map(|a| crate::engine::rows::gather_matching(a, origin, &f.dtype, digest))
 }
 
 /// Row digests the trace lacks, computed from the re-run where it is
@@ -276,7 +276,7 @@ pub(crate) fn feeds(
             let (chained, hypothesised) = match chained {
                 Some(a) => (Some(a), false),
                 None if given.is_none() && elem.is_float() => match hypotheses::expanded_or_cropped(chain, f, &dims) {
-                    Some((a, _)) => (Some(a), true),
+                    Some(a) => (Some(a), true),
                     None => (None, false),
                 },
                 None => (None, false),

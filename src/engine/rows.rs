@@ -13,12 +13,16 @@ use ndarray::{ArrayD, Axis};
 /// then the little-endian bytes. `None` for a dtype not held as floats.
 pub fn digest_of(dtype: &str, a: &ArrayD<f32>) -> Option<String> {
     let shape: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
-    let bytes: Vec<u8> = match dtype {
-        "float32" => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        "float16" => a.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes()).collect(),
-        _ => return None,
-    };
-    Some(digest_bytes(dtype, &shape, &bytes))
+    Some(digest_bytes(dtype, &shape, &le_bytes(dtype, a.iter())?))
+}
+
+/// Float values as the little-endian bytes of the recorded `dtype`.
+fn le_bytes<'a>(dtype: &str, values: impl Iterator<Item = &'a f32>) -> Option<Vec<u8>> {
+    match dtype {
+        "float32" => Some(values.flat_map(|x| x.to_le_bytes()).collect()),
+        "float16" => Some(values.flat_map(|x| half::f16::from_f32(*x).to_le_bytes()).collect()),
+        _ => None,
+    }
 }
 
 /// The recorders' digest of a tensor's little-endian bytes: SHA-1 of the
@@ -44,6 +48,13 @@ pub fn gather(a: &ArrayD<f32>, origin: &[usize]) -> Option<ArrayD<f32>> {
         return None;
     }
     Some(a.select(Axis(0), origin))
+}
+
+/// `a`'s rows gathered by `origin`, when that gather's digest (as `dtype`)
+/// is the recorded `digest`: the value a caller fed, exactly.
+pub fn gather_matching(a: &ArrayD<f32>, origin: &[usize], dtype: &str, digest: &str) -> Option<ArrayD<f32>> {
+    let g = gather(a, origin)?;
+    (digest_of(dtype, &g).as_deref() == Some(digest)).then_some(g)
 }
 
 /// The length of the runs of equal consecutive rows of `ids` (`per` ids a
@@ -130,14 +141,7 @@ pub fn origins_by_digest(dtype: &str, a: &ArrayD<f32>, group: usize, digest: &st
     if a.ndim() < 2 || group == 0 || rows == 0 || rows > MAX_ROWS || !rows.is_multiple_of(group) {
         return None;
     }
-    let bytes: Vec<Vec<u8>> = a
-        .axis_iter(Axis(0))
-        .map(|r| match dtype {
-            "float32" => Some(r.iter().flat_map(|x| x.to_le_bytes()).collect()),
-            "float16" => Some(r.iter().flat_map(|x| half::f16::from_f32(*x).to_le_bytes()).collect()),
-            _ => None,
-        })
-        .collect::<Option<_>>()?;
+    let bytes: Vec<Vec<u8>> = a.axis_iter(Axis(0)).map(|r| le_bytes(dtype, r.iter())).collect::<Option<_>>()?;
     // Each group's distinct rows (equal rows give equal tensors), found once per group.
     let distinct: Vec<Vec<usize>> = (0..rows / group)
         .map(|g| {

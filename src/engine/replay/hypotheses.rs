@@ -24,7 +24,7 @@ pub(super) fn searched(
     dims: &[usize],
     tried: &mut Option<Option<Vec<usize>>>,
 ) -> Option<ArrayD<f32>> {
-    use crate::engine::rows::{digest_of, gather, origins_by_digest};
+    use crate::engine::rows::{gather, gather_matching, origins_by_digest};
     let digest = f.digest.as_ref()?;
     let (outputs, _) = chain.last.as_ref()?;
     if chain.beams < 2 || f.value.is_some() || f.zeros {
@@ -32,19 +32,13 @@ pub(super) fn searched(
     }
     // A past's own present only: any other output of its shape is not what a correct client feeds.
     let present = plan.self_past.iter().find(|p| p.past == f.name).map(|p| p.present.as_str())?;
-    let same: Vec<(&String, &ArrayD<f32>)> =
-        outputs.iter().filter(|(n, a)| n.as_str() == present && a.shape() == dims).collect();
-    if let Some(Some(o)) = tried.as_ref() {
-        return same.iter().find_map(|(_, a)| {
-            let g = gather(a, o)?;
-            (digest_of(&f.dtype, &g).as_ref() == Some(digest)).then_some(g)
-        });
-    }
-    if tried.is_some() {
-        return None;
+    let a = outputs.get(present).filter(|a| a.shape() == dims)?;
+    match tried {
+        Some(Some(o)) => return gather_matching(a, o, &f.dtype, digest),
+        Some(None) => return None,
+        None => {}
     }
     // One search a call: the feed's own present (a wrong past matches none, and costs one search).
-    let (_, a) = same.first()?;
     let found = origins_by_digest(&f.dtype, a, chain.beams, digest);
     let g = found.as_ref().and_then(|o| gather(a, o));
     *tried = Some(found);
@@ -117,13 +111,12 @@ pub(super) fn expanded_or_cropped(
     chain: &Chain,
     f: &crate::engine::options::ReplayFeed,
     dims: &[usize],
-) -> Option<(ArrayD<f32>, &'static str)> {
-    use crate::engine::rows::{digest_of, gather};
+) -> Option<ArrayD<f32>> {
+    use crate::engine::rows::{digest_of, gather_matching};
     let digest = f.digest.as_ref()?;
     if f.value.is_some() || f.zeros {
         return None;
     }
-    let hit = |g: ArrayD<f32>| (digest_of(&f.dtype, &g).as_ref() == Some(digest)).then_some(g);
     for d in chain.order.iter().rev().take(RECENT) {
         let Some(a) = chain.produced.get(d) else { continue };
         if a.ndim() != dims.len() || a.ndim() < 2 || a.shape() == dims {
@@ -132,22 +125,20 @@ pub(super) fn expanded_or_cropped(
         let rows = a.shape()[0];
         if a.shape()[1..] == dims[1..] && rows > 0 && dims[0] > rows && dims[0].is_multiple_of(rows) {
             let k = dims[0] / rows;
+            // Each row k times (`repeat_interleave`), or the whole tensor k times.
             let interleaved: Vec<usize> = (0..dims[0]).map(|j| j / k).collect();
-            if let Some(g) = gather(a, &interleaved).and_then(hit) {
-                return Some((g, "an earlier output with each row repeated per beam"));
-            }
             let tiled: Vec<usize> = (0..dims[0]).map(|j| j % rows).collect();
-            if let Some(g) = gather(a, &tiled).and_then(hit) {
-                return Some((g, "an earlier output repeated whole per beam"));
+            match [interleaved, tiled].iter().find_map(|o| gather_matching(a, o, &f.dtype, digest)) {
+                Some(g) => return Some(g),
+                None => continue,
             }
-            continue;
         }
         let differ: Vec<usize> = (0..dims.len()).filter(|&x| a.shape()[x] != dims[x]).collect();
         if let [ax] = differ[..] {
             if dims[ax] < a.shape()[ax] {
                 let g = a.slice_axis(Axis(ax), Slice::from(0..dims[ax])).to_owned();
-                if let Some(g) = hit(g) {
-                    return Some((g, "an earlier output cropped to an accepted length"));
+                if digest_of(&f.dtype, &g).as_ref() == Some(digest) {
+                    return Some(g);
                 }
             }
         }
