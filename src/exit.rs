@@ -12,7 +12,8 @@ pub const VIOLATED: i32 = 2;
 pub const USAGE: i32 = 64;
 /// The model file cannot be read as ONNX, or a caller trace cannot be read (EX_DATAERR).
 pub const BAD_MODEL: i32 = 65;
-/// ONNX Runtime cannot be found or loaded (EX_UNAVAILABLE).
+/// ONNX Runtime cannot be found or loaded, or a run needs more than the
+/// memory budget (EX_UNAVAILABLE): nothing was found wrong with the model.
 pub const NO_RUNTIME: i32 = 69;
 /// The contract file is invalid (EX_CONFIG).
 pub const BAD_CONTRACT: i32 = 78;
@@ -24,6 +25,6 @@ Exit codes:
    2  contract violated (diff: models differ)
   64  usage error
   65  unreadable model (not ONNX, truncated, missing external data) or trace
-  69  ONNX Runtime not found or not loadable
+  69  ONNX Runtime not found or not loadable, or a run larger than --max-memory
   78  invalid contract (YAML syntax, unknown keys, bad values)
    1  internal error";

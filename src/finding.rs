@@ -131,6 +131,7 @@ codes! {
     SourceDeparture = "source-departure": "`--source CHECKPOINT`: the export's logits depart from the transformers checkpoint it came from (run on the same prompt and the export's own tokens) by more than its numeric form explains, from the step named (information when they agree).",
     SourceNotRun = "source-not-run": "`--source CHECKPOINT` was asked for and the checkpoint could not be compared (no config.json, transformers or torch not installed, a form not compared): said, never a silent pass.",
     ConfigUnaudited = "config-unaudited": "config.json states a multiplier or ALiBi, but the graph's could not be read (the values computed at run time, a quantized head, an unknown operator on the way): said with why, never guessed.",
+    MemoryBudget = "memory-budget": "A run the check could not fit in its memory budget (`--max-memory`, default what the machine or its cgroup makes available): a runtime job or a consumer's own generation expected to need more than the whole budget was not started (the file, what it needs and the budget named); runs that did not fit beside each other ran one after another (information).",
 }
 
 impl Serialize for Code {

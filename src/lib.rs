@@ -36,6 +36,7 @@ pub mod error;
 pub mod exit;
 pub mod finding;
 pub mod folder;
+pub mod memory;
 pub mod model;
 pub mod plan;
 pub mod protocol;

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// report (`checker`), shown to a caller (`protocol`, `caller`), repaired and re-checked (`remedy`), rendered
 /// (`render`, `schema`), and commanded (`cli`).
 const FLOORS: &[&[&str]] = &[
-    &["finding", "exit", "error"],
+    &["finding", "exit", "error", "memory"],
     &["model"],
     &["contract"],
     &["plan"],

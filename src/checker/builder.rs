@@ -29,6 +29,7 @@ impl Default for Checker {
             repro: None,
             consumer: crate::consumer::Choice::Infer,
             consumers_known: None,
+            memory: crate::memory::Budget::of_machine(),
         }
     }
 }
@@ -69,6 +70,19 @@ impl Checker {
         self.repro
             .as_ref()
             .map(|(dir, command)| crate::engine::options::ReproTo { dir: dir.clone(), command: command.clone() })
+    }
+    /// The memory the check's processes may use in all (`--max-memory`;
+    /// default: what the machine or its cgroup makes available when the
+    /// checker is made). Jobs that do not fit beside each other run one
+    /// after another; one larger than the budget is not started (a
+    /// `memory-budget` finding naming it).
+    pub fn max_memory(mut self, bytes: u64) -> Self {
+        self.memory = crate::memory::Budget::asked(bytes);
+        self
+    }
+    /// The budget every process of this check shares (a consumer's own generation takes its lease here too).
+    pub fn memory(&self) -> Arc<crate::memory::Budget> {
+        self.memory.clone()
     }
     /// Only the static signature check (no ONNX Runtime).
     pub fn static_only(mut self, yes: bool) -> Self {

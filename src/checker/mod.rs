@@ -4,6 +4,7 @@
 
 #[cfg(feature = "runtime")]
 mod bisect;
+mod budget;
 mod builder;
 mod folder;
 pub mod many;
@@ -105,6 +106,8 @@ pub struct Checker {
     consumer: crate::consumer::Choice,
     /// Folder mode: told the folder's consumers as soon as it is read.
     consumers_known: Option<ConsumersKnown>,
+    /// The memory every process the check starts shares (`--max-memory`).
+    memory: Arc<crate::memory::Budget>,
 }
 
 /// Told a folder's consumers as soon as it is read, before its runs (to
@@ -352,6 +355,8 @@ impl Checker {
                 options: options.clone(),
             };
             let source = lib.source.to_string();
+            // Held until the job and its crash bisection are done; a job larger than the budget never starts.
+            let Some(_lease) = self.lease(&job, findings) else { continue };
             let mut report = self.run_job(exe.as_deref(), &job, &source);
             // ONNX Runtime killed the child in the encoder: bisect to the node.
             if let Some(exe) = exe.as_deref() {
@@ -392,6 +397,7 @@ impl Checker {
             options,
         };
         let exe = self.runner().map_err(|e| e.to_string())?;
+        let _lease = self.lease_or(&job).map_err(|f| f.message)?;
         Ok(self.run_job(exe.as_deref(), &job, &lib.source.to_string()))
     }
 

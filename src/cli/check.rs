@@ -51,6 +51,12 @@ pub(crate) struct CheckArgs {
     /// first form and each of its dtype variants (needs torch and transformers).
     #[arg(long, value_name = "CHECKPOINT")]
     source: Option<PathBuf>,
+    /// The memory the check may use, summed over every process it starts
+    /// (8G, 1.5GiB, 512MB): runs that do not fit beside each other run one
+    /// after another, one that cannot fit at all is not started and named.
+    /// Default: what the machine or its cgroup makes available.
+    #[arg(long, value_name = "SIZE", value_parser = onnx_contract::memory::parse)]
+    max_memory: Option<u64>,
     /// Only the static signature check (no ONNX Runtime).
     #[arg(long)]
     static_only: bool,
@@ -183,6 +189,9 @@ pub(crate) fn run(mut args: CheckArgs, format: Format) -> Result<i32, Fail> {
         checker = checker.family(name);
     }
     checker = checker.consumer(args.consumer.clone());
+    if let Some(bytes) = args.max_memory {
+        checker = checker.max_memory(bytes);
+    }
     if let Some(v) = args.target_ort {
         checker = checker.target_ort(v);
     }
@@ -220,8 +229,10 @@ pub(crate) fn run(mut args: CheckArgs, format: Format) -> Result<i32, Fail> {
         if !args.static_only && !args.no_consumer_run {
             let slot = running.clone();
             let timeout = Duration::from_secs(args.timeout.min(300));
+            let budget = checker.memory();
             checker = checker.on_consumers(move |dir, view, targets| {
-                let started = onnx_contract::protocol::consumer::start(dir, view, targets, timeout);
+                let started =
+                    onnx_contract::protocol::consumer::start(dir, view, targets, timeout, Some(budget.clone()));
                 if let Ok(mut s) = slot.lock() {
                     *s = Some(started);
                 }
@@ -304,6 +315,9 @@ fn many(args: CheckArgs, format: Format) -> Result<i32, Fail> {
         checker = checker.family(name);
     }
     checker = checker.consumer(args.consumer.clone());
+    if let Some(bytes) = args.max_memory {
+        checker = checker.max_memory(bytes);
+    }
     if let Some(v) = args.target_ort {
         checker = checker.target_ort(v);
     }

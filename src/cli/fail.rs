@@ -61,7 +61,8 @@ impl From<ContractError> for Fail {
 pub(crate) fn exit_code(verdict: Verdict, mut error_codes: impl Iterator<Item = Code>) -> i32 {
     match verdict {
         Verdict::Pass => exit::OK,
-        _ if error_codes.all(|c| c == Code::RuntimeLoad) => exit::NO_RUNTIME,
+        // Nothing wrong was found: what runs the model is missing, or would not fit in memory.
+        _ if error_codes.all(|c| matches!(c, Code::RuntimeLoad | Code::MemoryBudget)) => exit::NO_RUNTIME,
         _ => exit::VIOLATED,
     }
 }

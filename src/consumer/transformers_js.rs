@@ -118,14 +118,25 @@ fn dtypes(view: &View<'_>) -> Vec<(String, String)> {
 /// add_model_file`: the per-file dtype, else the global one, else fp32),
 /// relative to the folder: the file its own generation runs.
 pub fn loaded_decoder(view: &View<'_>, major: u32) -> Option<String> {
-    let (stems, _) = sessions(view, major)?;
-    let stem = stems.iter().find(|s| s.contains("decoder") || **s == "model")?;
-    let dtype = match tjs_config(view).and_then(|c| c.get("dtype")) {
-        Some(Value::String(d)) => d.clone(),
-        Some(Value::Object(m)) => m.get(*stem).and_then(Value::as_str).unwrap_or("fp32").to_string(),
-        _ => "fp32".into(),
-    };
-    Some(format!("onnx/{stem}{}.onnx", suffix_of(&dtype).unwrap_or("")))
+    loaded_files(view, major).into_iter().find(|f| f.contains("decoder") || f.starts_with("onnx/model"))
+}
+
+/// Every file `from_pretrained` opens (each session's stem at the dtype the
+/// config selects for it), relative to the folder.
+pub fn loaded_files(view: &View<'_>, major: u32) -> Vec<String> {
+    let Some((stems, _)) = sessions(view, major) else { return Vec::new() };
+    let config = tjs_config(view).and_then(|c| c.get("dtype"));
+    stems
+        .iter()
+        .map(|stem| {
+            let dtype = match config {
+                Some(Value::String(d)) => d.clone(),
+                Some(Value::Object(m)) => m.get(*stem).and_then(Value::as_str).unwrap_or("fp32").to_string(),
+                _ => "fp32".into(),
+            };
+            format!("onnx/{stem}{}.onnx", suffix_of(&dtype).unwrap_or(""))
+        })
+        .collect()
 }
 
 /// Every loading rule, on `view`, as transformers.js `major` loads it.

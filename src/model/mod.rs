@@ -16,3 +16,4 @@ pub(crate) mod onnx_proto;
 pub mod reader;
 pub mod signature;
 pub(crate) mod summary;
+pub mod weights;

@@ -2,9 +2,12 @@
 //! framework while the check runs), answered later within a deadline. Its
 //! last stdout line that is a JSON object is its answer.
 
+use crate::memory::Lease;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -19,12 +22,14 @@ pub(super) struct Ran {
 }
 
 /// A started program, its pipes read by threads of their own so a chatty
-/// child never blocks on a full pipe.
+/// child never blocks on a full pipe, and a waiter that owns the process:
+/// it kills it at the deadline or when stopped, and gives back its memory
+/// lease the moment it ends (not when its answer is read, after the check).
 pub(crate) struct Started {
-    child: Child,
+    waiter: JoinHandle<Result<(), String>>,
+    stop: Arc<AtomicBool>,
     out: JoinHandle<String>,
     err: JoinHandle<String>,
-    deadline: Instant,
 }
 
 fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> JoinHandle<String> {
@@ -37,8 +42,9 @@ fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> JoinHandle<String
     })
 }
 
-/// Starts `cmd`; its answer is due within `timeout` from now.
-pub(crate) fn start(mut cmd: Command, timeout: Duration) -> Result<Started, String> {
+/// Starts `cmd`; its answer is due within `timeout` from now; `lease` is
+/// held while it runs.
+pub(crate) fn start(mut cmd: Command, timeout: Duration, lease: Option<Lease>) -> Result<Started, String> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -46,24 +52,31 @@ pub(crate) fn start(mut cmd: Command, timeout: Duration) -> Result<Started, Stri
         .spawn()
         .map_err(|e| format!("cannot start it: {e}"))?;
     let (out, err) = (drain(child.stdout.take()), drain(child.stderr.take()));
-    Ok(Started { child, out, err, deadline: Instant::now() + timeout })
-}
-
-impl Started {
-    /// The program's answer, or why there is none (killed at the deadline).
-    pub(crate) fn answer<T: DeserializeOwned>(mut self) -> Result<T, String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
+    let deadline = Instant::now() + timeout;
+    let waiter = std::thread::spawn(move || {
+        let _lease = lease;
         loop {
-            match self.child.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) if Instant::now() > self.deadline => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
+            match child.try_wait() {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) if stopped.load(Ordering::SeqCst) || Instant::now() > deadline => {
+                    let _ = child.kill();
+                    let _ = child.wait();
                     return Err("no answer within its time limit (--timeout)".into());
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(50)),
                 Err(e) => return Err(e.to_string()),
             }
         }
+    });
+    Ok(Started { waiter, stop, out, err })
+}
+
+impl Started {
+    /// The program's answer, or why there is none (killed at the deadline).
+    pub(crate) fn answer<T: DeserializeOwned>(self) -> Result<T, String> {
+        self.waiter.join().map_err(|_| "its waiter failed".to_string())??;
         let (out, err) = (self.out.join().unwrap_or_default(), self.err.join().unwrap_or_default());
         let line = out.lines().rev().find(|l| l.trim_start().starts_with('{'));
         line.and_then(|l| serde_json::from_str(l).ok()).ok_or_else(|| {
@@ -73,8 +86,8 @@ impl Started {
     }
 
     /// Not needed after all: stopped.
-    pub(super) fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    pub(super) fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.waiter.join();
     }
 }

@@ -10,6 +10,7 @@
 //! programs go to the system's temporary folder).
 
 mod child;
+mod memory;
 mod settle;
 
 pub use settle::settle;
@@ -81,10 +82,21 @@ fn absent(why: &str) -> Ran {
 enum Pending {
     Started(child::Started, Option<PathBuf>),
     Done(Result<Ran, String>),
+    /// Not beside the check's runs: the budget had no room; started when its answer is due.
+    Later(memory::Later),
+    /// Larger than the whole memory budget: not started, and why.
+    Refused(String),
 }
 
-/// Starts consumer `c` generating from `dir` (prompt `ids`).
-fn start_one(c: Consumer, dir: &Path, ids: &[i64], seq2seq: bool, timeout: Duration) -> Pending {
+/// Starts consumer `c` generating from `dir` (prompt `ids`), holding `lease` while it runs.
+fn start_one(
+    c: Consumer,
+    dir: &Path,
+    ids: &[i64],
+    seq2seq: bool,
+    timeout: Duration,
+    lease: Option<crate::memory::Lease>,
+) -> Pending {
     // The class the program loads, told from the graphs, not from config.json's flag alone.
     let mode = if seq2seq { "seq2seq" } else { "causal" };
     let ids_json = serde_json::to_string(ids).unwrap_or_default();
@@ -93,18 +105,18 @@ fn start_one(c: Consumer, dir: &Path, ids: &[i64], seq2seq: bool, timeout: Durat
         Err(e) => return Pending::Done(Err(e.to_string())),
     };
     let new = NEW_TOKENS.to_string();
-    let python = |program: &str| {
+    let python = |program: &str, lease: Option<crate::memory::Lease>| {
         // `-c`, not a file: a program file named like its package would shadow it.
         let mut cmd = Command::new("python3");
         cmd.args(["-c", program, &dir, &ids_json, &new, mode]);
-        match child::start(cmd, timeout) {
+        match child::start(cmd, timeout, lease) {
             Ok(s) => Pending::Started(s, None),
             Err(e) => Pending::Done(Err(e)),
         }
     };
     match c {
-        Consumer::Genai => python(GENAI),
-        Consumer::Optimum => python(OPTIMUM),
+        Consumer::Genai => python(GENAI, lease),
+        Consumer::Optimum => python(OPTIMUM, lease),
         Consumer::TransformersJs => {
             let Some(pkg) = transformers_js_package() else {
                 return Pending::Done(Ok(absent(
@@ -118,7 +130,7 @@ fn start_one(c: Consumer, dir: &Path, ids: &[i64], seq2seq: bool, timeout: Durat
             }
             let mut cmd = Command::new("node");
             cmd.arg(&script).arg(&pkg).args([&dir, &ids_json, &new, mode]);
-            match child::start(cmd, timeout) {
+            match child::start(cmd, timeout, lease) {
                 Ok(s) => Pending::Started(s, Some(script)),
                 Err(e) => {
                     let _ = std::fs::remove_file(&script);
@@ -139,6 +151,8 @@ impl Pending {
     fn answer(self) -> Result<Ran, String> {
         match self {
             Pending::Done(r) => r,
+            Pending::Refused(why) => Err(why),
+            Pending::Later(later) => later.start().answer(),
             Pending::Started(s, script) => {
                 let r = s.answer::<Ran>();
                 if let Some(f) = script {
@@ -195,7 +209,18 @@ fn info(message: String) -> Finding {
 
 /// Starts each target consumer's own greedy generation on `dir`, as `view`
 /// shows it; [`Running::finish`] compares it with the tool's reference.
-pub fn start(dir: &Path, view: &View<'_>, targets: &[Target], timeout: Duration) -> Running {
+///
+/// Each takes a lease of `budget` for what it is expected to need (its
+/// runtime and the weights of the files it opens): one with no room beside
+/// the check's runs starts when its answer is due, one larger than the
+/// whole budget is not started (a `memory-budget` finding).
+pub fn start(
+    dir: &Path,
+    view: &View<'_>,
+    targets: &[Target],
+    timeout: Duration,
+    budget: Option<std::sync::Arc<crate::memory::Budget>>,
+) -> Running {
     // transformers.js 2's rules describe a layout its current release does not load.
     let runs = |t: &&Target| t.consumer != Consumer::TransformersJs || t.major >= 3;
     let runnable: Vec<Consumer> = targets.iter().filter(runs).map(|t| t.consumer).collect();
@@ -228,7 +253,8 @@ pub fn start(dir: &Path, view: &View<'_>, targets: &[Target], timeout: Duration)
                 Consumer::TransformersJs => crate::consumer::transformers_js::loaded_decoder(view, t.major),
                 _ => None,
             };
-            (t.consumer, file, start_one(t.consumer, dir, &r.ids, seq2seq, timeout))
+            let run = memory::Later::new(t, view, dir, &r.ids, seq2seq, timeout, budget.clone());
+            (t.consumer, file, run.now_or_later())
         })
         .collect();
     r
@@ -265,6 +291,10 @@ impl Running {
             Vec::new();
         for (c, file, pending) in self.pending {
             let who = name(c);
+            if let Pending::Refused(why) = &pending {
+                out.push(Finding::warning(Code::MemoryBudget, format!("{who}'s own generation was not run: {why}")));
+                continue;
+            }
             let ran = match pending.answer() {
                 Ok(r) => r,
                 Err(why) => {
@@ -340,12 +370,12 @@ pub(crate) fn reference_of_file(
 /// Each target consumer's own greedy generation on `dir`, against the
 /// tool's uncached reference from the same prompt, start to finish.
 pub fn compare(dir: &Path, view: &View<'_>, targets: &[Target], timeout: Duration) -> Vec<Finding> {
-    start(dir, view, targets, timeout).finish()
+    start(dir, view, targets, timeout, None).finish()
 }
 
 /// A program started as `cmd`, its one JSON line read within `timeout`.
 pub(crate) fn run_program<T: serde::de::DeserializeOwned>(cmd: Command, timeout: Duration) -> Result<T, String> {
-    child::start(cmd, timeout)?.answer()
+    child::start(cmd, timeout, None)?.answer()
 }
 
 /// A consumer's error as one line (ONNX Runtime's messages run on over

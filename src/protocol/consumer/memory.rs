@@ -1,0 +1,101 @@
+//! A consumer's own generation within the check's memory budget: what its
+//! process is expected to need (its framework, and the weights of the files
+//! it opens), started now when that fits beside the check's runs, later
+//! (when its answer is due) when it does not, never when it exceeds the
+//! whole budget.
+
+use super::{start_one, Pending};
+use crate::consumer::{Consumer, Target, View};
+use crate::folder::Role;
+use crate::memory::{show, Budget};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A consumer's process before loading any model, measured here: Python
+/// importing torch and optimum 655 MiB; onnxruntime-genai's Python module
+/// with its runtime, and Node with transformers.js, far less.
+fn framework(c: Consumer) -> u64 {
+    match c {
+        Consumer::Optimum => 768 << 20,
+        Consumer::Genai => 128 << 20,
+        Consumer::TransformersJs => 256 << 20,
+    }
+}
+
+/// The files `c` opens, relative to the folder: transformers.js its
+/// sessions at their selected dtype; optimum and genai the float32 files, a
+/// merged decoder instead of the split pair where both are there.
+fn opened(t: &Target, view: &View<'_>) -> Vec<String> {
+    if t.consumer == Consumer::TransformersJs {
+        return crate::consumer::transformers_js::loaded_files(view, t.major);
+    }
+    let merged = view.models.iter().any(|m| m.role == Role::MergedDecoder && m.variant.is_none());
+    view.models
+        .iter()
+        .filter(|m| m.variant.is_none())
+        .filter(|m| !(merged && matches!(m.role, Role::Decoder | Role::DecoderWithPast)))
+        .map(|m| m.rel.to_string())
+        .collect()
+}
+
+/// One consumer's run, with what it is expected to need.
+pub(super) struct Later {
+    consumer: Consumer,
+    dir: PathBuf,
+    ids: Vec<i64>,
+    seq2seq: bool,
+    timeout: Duration,
+    need: u64,
+    budget: Option<Arc<Budget>>,
+}
+
+impl Later {
+    pub(super) fn new(
+        t: &Target,
+        view: &View<'_>,
+        dir: &Path,
+        ids: &[i64],
+        seq2seq: bool,
+        timeout: Duration,
+        budget: Option<Arc<Budget>>,
+    ) -> Later {
+        let weights: u64 = opened(t, view).iter().map(|f| crate::model::weights::weight_bytes(&dir.join(f))).sum();
+        Later {
+            consumer: t.consumer,
+            dir: dir.to_path_buf(),
+            ids: ids.to_vec(),
+            seq2seq,
+            timeout,
+            need: framework(t.consumer) + weights,
+            budget,
+        }
+    }
+
+    /// Started now when the budget has room; held for later when it has
+    /// none yet; refused when it could never fit.
+    pub(super) fn now_or_later(self) -> Pending {
+        let Some(budget) = self.budget.clone() else { return self.start() };
+        if self.need > budget.limit() {
+            return Pending::Refused(format!(
+                "it is expected to need {} (its framework and the weights of the files it opens), more than the memory budget of {} ({})",
+                show(self.need),
+                show(budget.limit()),
+                budget.source()
+            ));
+        }
+        match budget.try_take(self.need) {
+            Some(lease) => start_one(self.consumer, &self.dir, &self.ids, self.seq2seq, self.timeout, Some(lease)),
+            None => {
+                budget.note_waited(&format!("{}'s own generation ({})", super::name(self.consumer), show(self.need)));
+                Pending::Later(self)
+            }
+        }
+    }
+
+    /// Started, waiting for the budget's room first when there is one.
+    pub(super) fn start(self) -> Pending {
+        let lease = self.budget.as_ref().and_then(|b| b.take("", self.need).ok());
+        start_one(self.consumer, &self.dir, &self.ids, self.seq2seq, self.timeout, lease)
+    }
+}
