@@ -178,9 +178,10 @@ transformers.GenerationConfig.from_model_config(cfg).save_pretrained(sys.argv[1]
 
 
 def timed(cmd):
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    return time.perf_counter() - t0, p
+    """Wall time and peak memory (MiB) summed over the process tree (the check's children count)."""
+    from treemem import run
+    wall, peak, rc, out, err = run([str(c) for c in cmd])
+    return wall, peak, subprocess.CompletedProcess(cmd, rc, out.encode(), err.encode())
 
 
 def main():
@@ -192,16 +193,18 @@ def main():
     folder = generate(Path(os.environ.get("BENCH_DIR", "/tmp/onnx-contract-bench")))
     size = sum(f.stat().st_size for f in folder.glob("*.onnx"))
     print(f"folder: {folder} ({size / 1e6:.0f} MB of ONNX in 4 files)")
-    ours, theirs = [], []
+    ours, theirs, mem_ours, mem_theirs = [], [], [], []
     report = None
     for _ in range(args.runs):
-        t, p = timed([BIN, "check", folder, "--format", "json", "--no-fetch"])
+        t, m, p = timed([BIN, "check", folder, "--format", "json", "--no-fetch"])
         assert p.returncode == 0, p.stdout.decode()[-3000:] + p.stderr.decode()[-2000:]
         ours.append(t)
+        mem_ours.append(m)
         report = json.loads(p.stdout)
-        t, p = timed([sys.executable, "-c", PY_DRIVER, folder])
+        t, m, p = timed([sys.executable, "-c", PY_DRIVER, folder])
         assert p.returncode == 0, p.stderr.decode()[-2000:]
         theirs.append(t)
+        mem_theirs.append(m)
     a, b = statistics.median(ours), statistics.median(theirs)
     print(f"onnx-contract check DIR (zero flags): median {a:.2f} s over {args.runs} runs {['%.2f' % x for x in ours]}")
     print(f"python onnxruntime, same 46 decoder runs + 8 encoder runs (sequential): median {b:.2f} s {['%.2f' % x for x in theirs]}")
@@ -209,6 +212,7 @@ def main():
         steps = (f.get("runtime") or {}).get("steps", [])
         parity = [s["parity_max_abs_diff"] for s in steps if s.get("parity_max_abs_diff") is not None]
         print(f"  {f['path']}: {f['role']}, {f['verdict']}, {len(steps)} steps, parity max {max(parity) if parity else '-'}")
+    print(f"peak memory summed over the process tree: check {max(mem_ours):.0f} MiB, python script {max(mem_theirs):.0f} MiB")
     print(f"ratio {a / b:.2f}x (goal <= 0.6x, issue 32): {'MET' if a / b <= 0.6 else 'NOT MET'}")
 
 
