@@ -12,7 +12,8 @@ use {
 };
 
 /// A child running ONNX Runtime on a tiny model peaks near 50 MiB (the
-/// runtime's code and arenas, our own); the rest is the weights.
+/// runtime's code, our own); each session then holds its weights and
+/// arenas for its activations.
 #[cfg(feature = "runtime")]
 pub(crate) const CHILD_BASE: u64 = 64 << 20;
 
@@ -42,7 +43,11 @@ impl Checker {
     #[cfg(feature = "runtime")]
     pub(crate) fn lease_or(&self, job: &crate::engine::options::Job) -> Result<Lease, Box<Finding>> {
         let files = job_files(job);
-        let need = CHILD_BASE + files.iter().map(|f| crate::model::weights::weight_bytes(f)).sum::<u64>();
+        let need = CHILD_BASE
+            + files
+                .iter()
+                .map(|f| crate::model::weights::session_need(crate::model::weights::weight_bytes(f)))
+                .sum::<u64>();
         let name = |p: &Path| p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into());
         let what = files.iter().map(|f| name(f)).collect::<Vec<_>>().join(" + ");
         self.memory.take(&format!("{what} ({})", show(need)), need).map_err(|too| {
@@ -51,7 +56,7 @@ impl Checker {
                 Finding::error(
                     Code::MemoryBudget,
                     format!(
-                        "not run: its runtime job ({what}) is expected to need {} (the weights of every file it opens, plus {} for ONNX Runtime itself), more than the memory budget of {} ({}); the static checks above still hold",
+                        "not run: its runtime job ({what}) is expected to need {} (the weights of every file it opens and each session's arenas, plus {} for ONNX Runtime itself), more than the memory budget of {} ({}); the static checks above still hold",
                         show(too.need),
                         show(CHILD_BASE),
                         show(too.limit),

@@ -8,6 +8,7 @@ use super::{start_one, Pending};
 use crate::consumer::{Consumer, Target, View};
 use crate::folder::Role;
 use crate::memory::{show, Budget};
+use crate::model::weights::{session_need, weight_bytes};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,19 +25,29 @@ fn framework(c: Consumer) -> u64 {
 }
 
 /// The files `c` opens, relative to the folder: transformers.js its
-/// sessions at their selected dtype; optimum and genai the float32 files, a
-/// merged decoder instead of the split pair where both are there.
-fn opened(t: &Target, view: &View<'_>) -> Vec<String> {
+/// sessions at their selected dtype; optimum and genai the float32 files,
+/// and of a merged decoder and the split pair beside it, the heavier
+/// (optimum's `ORTModelForSeq2SeqLM` opened the pair of a full-size Marian
+/// folder: 1,634 MiB at its peak, its framework 655 MiB of it).
+fn opened(t: &Target, view: &View<'_>, dir: &Path) -> Vec<String> {
     if t.consumer == Consumer::TransformersJs {
         return crate::consumer::transformers_js::loaded_files(view, t.major);
     }
-    let merged = view.models.iter().any(|m| m.role == Role::MergedDecoder && m.variant.is_none());
-    view.models
+    let fp32 = |r: &[Role]| -> Vec<String> {
+        view.models.iter().filter(|m| m.variant.is_none() && r.contains(&m.role)).map(|m| m.rel.to_string()).collect()
+    };
+    let bytes = |files: &[String]| -> u64 { files.iter().map(|f| weight_bytes(&dir.join(f))).sum() };
+    let (merged, pair) = (fp32(&[Role::MergedDecoder]), fp32(&[Role::Decoder, Role::DecoderWithPast]));
+    let mut files: Vec<String> = view
+        .models
         .iter()
-        .filter(|m| m.variant.is_none())
-        .filter(|m| !(merged && matches!(m.role, Role::Decoder | Role::DecoderWithPast)))
+        .filter(|m| {
+            m.variant.is_none() && !matches!(m.role, Role::MergedDecoder | Role::Decoder | Role::DecoderWithPast)
+        })
         .map(|m| m.rel.to_string())
-        .collect()
+        .collect();
+    files.extend(if bytes(&merged) >= bytes(&pair) { merged } else { pair });
+    files
 }
 
 /// One consumer's run, with what it is expected to need.
@@ -60,7 +71,7 @@ impl Later {
         timeout: Duration,
         budget: Option<Arc<Budget>>,
     ) -> Later {
-        let weights: u64 = opened(t, view).iter().map(|f| crate::model::weights::weight_bytes(&dir.join(f))).sum();
+        let weights: u64 = opened(t, view, dir).iter().map(|f| session_need(weight_bytes(&dir.join(f)))).sum();
         Later {
             consumer: t.consumer,
             dir: dir.to_path_buf(),
@@ -78,7 +89,7 @@ impl Later {
         let Some(budget) = self.budget.clone() else { return self.start() };
         if self.need > budget.limit() {
             return Pending::Refused(format!(
-                "it is expected to need {} (its framework and the weights of the files it opens), more than the memory budget of {} ({})",
+                "it is expected to need {} (its framework, and the weights and arenas of the files it opens), more than the memory budget of {} ({})",
                 show(self.need),
                 show(budget.limit()),
                 budget.source()
