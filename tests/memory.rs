@@ -82,6 +82,12 @@ fn a_budget_two_jobs_do_not_fit_in_runs_them_one_after_another_within_it_and_say
     let (code, r, peak) = check_measured(&["--max-memory", "300M", "models/marian-tiny"]);
     assert_eq!((code, r["verdict"].as_str()), (0, Some("pass")), "{r:#}");
     let waits = findings_of(&r, "memory-budget");
+    // One worker per core: on one core the jobs never overlap, so none waits.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores == 1 {
+        assert!(waits.is_empty(), "{r:#}");
+        return;
+    }
     assert_eq!(waits.len(), 1, "{r:#}");
     let said = waits[0]["message"].as_str().unwrap();
     assert_eq!(waits[0]["severity"], "info");

@@ -50,7 +50,8 @@ impl Checker {
                 .sum::<u64>();
         let name = |p: &Path| p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into());
         let what = files.iter().map(|f| name(f)).collect::<Vec<_>>().join(" + ");
-        self.memory.take(&format!("{what} ({})", show(need)), need).map_err(|too| {
+        let scope = job.model.parent().unwrap_or(Path::new("."));
+        self.memory.take(scope, &format!("{what} ({})", show(need)), need).map_err(|too| {
             let budget = &self.memory;
             Box::new(
                 Finding::error(
@@ -68,9 +69,9 @@ impl Checker {
         })
     }
 
-    /// The information that runs waited for memory, when any did.
-    pub(crate) fn memory_waits(&self) -> Option<Finding> {
-        let waited = self.memory.waited();
+    /// The information that runs of the folder `dir` waited for memory, when any did.
+    pub(crate) fn memory_waits(&self, dir: &std::path::Path) -> Option<Finding> {
+        let waited = self.memory.take_waited(dir);
         if waited.is_empty() {
             return None;
         }

@@ -339,7 +339,7 @@ pub(super) fn run_folder(checker: &Checker, dir: &Path) -> Result<FolderReport, 
         findings.push(Finding::new(Code::OddFile, severity, format!("{} is {}", o.rel, o.problem)).tensor(&o.rel));
     }
     findings.extend(crate::consumer::check(&view, &consumers));
-    findings.extend(checker.memory_waits());
+    findings.extend(checker.memory_waits(dir));
     let model_type = folder.config.as_ref().and_then(|c| c.model_type.clone());
     let mut report =
         FolderReport::new(&dir.display().to_string(), model_type, folder.family, folder.sizes.clone(), findings, files);

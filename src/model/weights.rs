@@ -17,11 +17,13 @@ pub fn weight_bytes(model: &Path) -> u64 {
         let plain = Path::new(&r.location)
             .components()
             .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
-        if !plain || seen.contains(&r.location.as_str()) {
+        // `./a.bin` and `a.bin` are one file.
+        let key = r.location.trim_start_matches("./");
+        if !plain || seen.contains(&key) {
             continue;
         }
-        seen.push(&r.location);
-        data += std::fs::metadata(dir.join(&r.location)).map(|m| m.len()).unwrap_or(0);
+        seen.push(key);
+        data += std::fs::metadata(dir.join(key)).ok().filter(|m| m.is_file()).map_or(0, |m| m.len());
     }
     file + data
 }

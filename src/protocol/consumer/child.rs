@@ -22,14 +22,15 @@ pub(super) struct Ran {
 }
 
 /// A started program, its pipes read by threads of their own so a chatty
-/// child never blocks on a full pipe, and a waiter that owns the process:
-/// it kills it at the deadline or when stopped, and gives back its memory
-/// lease the moment it ends (not when its answer is read, after the check).
+/// child never blocks on a full pipe, and a waiter that owns the process: it
+/// reaps it and gives back its memory lease the moment it ends (not when its
+/// answer is read, after the check), and kills it when told to.
 pub(crate) struct Started {
     waiter: JoinHandle<Result<(), String>>,
     stop: Arc<AtomicBool>,
     out: JoinHandle<String>,
     err: JoinHandle<String>,
+    deadline: Instant,
 }
 
 fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> JoinHandle<String> {
@@ -42,8 +43,9 @@ fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> JoinHandle<String
     })
 }
 
-/// Starts `cmd`; its answer is due within `timeout` from now; `lease` is
-/// held while it runs.
+/// Starts `cmd`; its answer is due within `timeout` from now (checked when
+/// the answer is asked for, as a program that ended in time is never lost
+/// to a long check); `lease` is held while it runs.
 pub(crate) fn start(mut cmd: Command, timeout: Duration, lease: Option<Lease>) -> Result<Started, String> {
     let mut child = cmd
         .stdin(Stdio::null())
@@ -54,13 +56,12 @@ pub(crate) fn start(mut cmd: Command, timeout: Duration, lease: Option<Lease>) -
     let (out, err) = (drain(child.stdout.take()), drain(child.stderr.take()));
     let stop = Arc::new(AtomicBool::new(false));
     let stopped = stop.clone();
-    let deadline = Instant::now() + timeout;
     let waiter = std::thread::spawn(move || {
         let _lease = lease;
         loop {
             match child.try_wait() {
                 Ok(Some(_)) => return Ok(()),
-                Ok(None) if stopped.load(Ordering::SeqCst) || Instant::now() > deadline => {
+                Ok(None) if stopped.load(Ordering::SeqCst) => {
                     let _ = child.kill();
                     let _ = child.wait();
                     return Err("no answer within its time limit (--timeout)".into());
@@ -70,12 +71,16 @@ pub(crate) fn start(mut cmd: Command, timeout: Duration, lease: Option<Lease>) -
             }
         }
     });
-    Ok(Started { waiter, stop, out, err })
+    Ok(Started { waiter, stop, out, err, deadline: Instant::now() + timeout })
 }
 
 impl Started {
     /// The program's answer, or why there is none (killed at the deadline).
     pub(crate) fn answer<T: DeserializeOwned>(self) -> Result<T, String> {
+        while !self.waiter.is_finished() && Instant::now() <= self.deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.stop.store(true, Ordering::SeqCst);
         self.waiter.join().map_err(|_| "its waiter failed".to_string())??;
         let (out, err) = (self.out.join().unwrap_or_default(), self.err.join().unwrap_or_default());
         let line = out.lines().rev().find(|l| l.trim_start().starts_with('{'));
@@ -89,5 +94,45 @@ impl Started {
     pub(super) fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
         let _ = self.waiter.join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::Budget;
+    use std::path::Path;
+
+    fn sh(script: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        c
+    }
+
+    #[test]
+    fn a_program_s_lease_comes_back_when_it_ends_not_when_its_answer_is_read() {
+        let budget = Budget::new(100, 0, true, "test");
+        let lease = budget.take(Path::new("/f"), "program", 80).unwrap();
+        let started =
+            start(sh(r#"echo '{"installed":true,"ok":true,"tokens":[1,2]}'"#), Duration::from_secs(30), Some(lease))
+                .unwrap();
+        let t0 = Instant::now();
+        while budget.try_take(80).is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the lease never came back");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let ran: Ran = started.answer().unwrap();
+        assert_eq!(ran.tokens, vec![1, 2]);
+    }
+
+    #[test]
+    fn a_program_past_its_deadline_is_killed_when_its_answer_is_asked_for() {
+        let budget = Budget::new(100, 0, true, "test");
+        let lease = budget.take(Path::new("/f"), "program", 80).unwrap();
+        let started = start(sh("sleep 30"), Duration::from_millis(200), Some(lease)).unwrap();
+        let t0 = Instant::now();
+        let err = started.answer::<Ran>().unwrap_err();
+        assert!(err.contains("time limit") && t0.elapsed() < Duration::from_secs(5), "{err}");
+        assert!(budget.try_take(80).is_some(), "the killed program's lease is back");
     }
 }

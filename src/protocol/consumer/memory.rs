@@ -33,17 +33,19 @@ fn opened(t: &Target, view: &View<'_>, dir: &Path) -> Vec<String> {
     if t.consumer == Consumer::TransformersJs {
         return crate::consumer::transformers_js::loaded_files(view, t.major);
     }
+    // A folder of variants only (no float32 file): its files are what is opened.
+    let only_variants = view.models.iter().all(|m| m.variant.is_some());
+    let kept = |m: &&crate::consumer::ModelFile<'_>| m.variant.is_none() || only_variants;
     let fp32 = |r: &[Role]| -> Vec<String> {
-        view.models.iter().filter(|m| m.variant.is_none() && r.contains(&m.role)).map(|m| m.rel.to_string()).collect()
+        view.models.iter().filter(kept).filter(|m| r.contains(&m.role)).map(|m| m.rel.to_string()).collect()
     };
     let bytes = |files: &[String]| -> u64 { files.iter().map(|f| weight_bytes(&dir.join(f))).sum() };
     let (merged, pair) = (fp32(&[Role::MergedDecoder]), fp32(&[Role::Decoder, Role::DecoderWithPast]));
     let mut files: Vec<String> = view
         .models
         .iter()
-        .filter(|m| {
-            m.variant.is_none() && !matches!(m.role, Role::MergedDecoder | Role::Decoder | Role::DecoderWithPast)
-        })
+        .filter(kept)
+        .filter(|m| !matches!(m.role, Role::MergedDecoder | Role::Decoder | Role::DecoderWithPast))
         .map(|m| m.rel.to_string())
         .collect();
     files.extend(if bytes(&merged) >= bytes(&pair) { merged } else { pair });
@@ -87,7 +89,7 @@ impl Later {
     /// none yet; refused when it could never fit.
     pub(super) fn now_or_later(self) -> Pending {
         let Some(budget) = self.budget.clone() else { return self.start() };
-        if self.need > budget.limit() {
+        if budget.refuses(self.need) {
             return Pending::Refused(format!(
                 "it is expected to need {} (its framework, and the weights and arenas of the files it opens), more than the memory budget of {} ({})",
                 show(self.need),
@@ -98,7 +100,8 @@ impl Later {
         match budget.try_take(self.need) {
             Some(lease) => start_one(self.consumer, &self.dir, &self.ids, self.seq2seq, self.timeout, Some(lease)),
             None => {
-                budget.note_waited(&format!("{}'s own generation ({})", super::name(self.consumer), show(self.need)));
+                let what = format!("{}'s own generation ({})", super::name(self.consumer), show(self.need));
+                budget.note_waited(&self.dir, &what);
                 Pending::Later(self)
             }
         }
@@ -106,7 +109,7 @@ impl Later {
 
     /// Started, waiting for the budget's room first when there is one.
     pub(super) fn start(self) -> Pending {
-        let lease = self.budget.as_ref().and_then(|b| b.take("", self.need).ok());
+        let lease = self.budget.as_ref().and_then(|b| b.take(&self.dir, "", self.need).ok());
         start_one(self.consumer, &self.dir, &self.ids, self.seq2seq, self.timeout, lease)
     }
 }
