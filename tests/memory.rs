@@ -100,7 +100,7 @@ fn a_budget_two_jobs_do_not_fit_in_runs_them_one_after_another_within_it_and_say
 }
 
 #[test]
-fn the_default_budget_runs_the_jobs_side_by_side() {
+fn the_machine_s_budget_holds_a_small_folder_s_jobs_without_a_wait() {
     let (code, r, _) = check_measured(&["models/marian-tiny"]);
     assert_eq!(code, 0, "{r:#}");
     assert!(findings_of(&r, "memory-budget").is_empty(), "{r:#}");
