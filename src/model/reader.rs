@@ -439,21 +439,26 @@ fn collect_external(graph: &pb::GraphProto, out: &mut Vec<ExternalRef>) {
     }
 }
 
+/// Whether an external-data `location` (the untrusted model file's word) is
+/// a plain relative path inside the model's folder: the only kind looked at.
+pub fn plain_location(location: &str) -> bool {
+    use std::path::Component;
+    !location.is_empty()
+        && Path::new(location).components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
 /// What is wrong with the external-data references of `sig`, read from
 /// `model`: each `location` comes from the untrusted model file, so only a
 /// plain relative path inside the model's folder is accepted; the file must
 /// exist and be long enough for every `offset + length`. Only file sizes are
 /// looked at, never the data.
 pub fn external_data_problems(model: &Path, sig: &Signature) -> Vec<String> {
-    use std::path::Component;
     let dir = model.parent().unwrap_or(Path::new("."));
     let mut problems = Vec::new();
     let mut sizes: HashMap<String, Option<u64>> = HashMap::new();
     for r in &sig.external_data {
         let loc = Path::new(&r.location);
-        let plain =
-            !r.location.is_empty() && loc.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
-        if !plain {
+        if !plain_location(&r.location) {
             problems.push(format!(
                 "tensor `{}`: external data location `{}` is refused (only a relative path inside the model's folder is allowed; it was not read)",
                 r.tensor, r.location

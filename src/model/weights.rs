@@ -13,13 +13,9 @@ pub fn weight_bytes(model: &Path) -> u64 {
     let mut seen: Vec<&str> = Vec::new();
     let mut data = 0u64;
     for r in &sig.external_data {
-        // Only a plain relative path inside the folder is looked at (the location is the file's word).
-        let plain = Path::new(&r.location)
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_) | std::path::Component::CurDir));
         // `./a.bin` and `a.bin` are one file.
         let key = r.location.trim_start_matches("./");
-        if !plain || seen.contains(&key) {
+        if !super::reader::plain_location(&r.location) || seen.contains(&key) {
             continue;
         }
         seen.push(key);

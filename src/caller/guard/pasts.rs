@@ -112,25 +112,14 @@ pub(super) fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, fee
         );
     }
     if wrong.is_empty() && !undecided.is_empty() {
-        if let Some((shown, origin)) = &gathered {
-            return Some(
-                Finding::new(
-                    Code::CallerUndecided,
-                    crate::finding::Severity::Info,
-                    format!("`{shown}` is call {last}'s present gathered by rows {origin:?} (a beam search's reorder), but {} has other values whose rows neither the trace nor the re-run gives (the re-run is not bit-exact with the caller's there), so they cannot be told the same gather or a wrong past (record with the current recorder, format 2, which keeps a digest per row)", fold_names(&undecided).join(", ")),
-                )
-                .names(undecided),
-            );
-        }
-        let shape = feeds.get(&undecided[0]).map(|t| t.shape.clone()).unwrap_or_default();
-        return Some(
-            Finding::new(
-                Code::CallerUndecided,
-                crate::finding::Severity::Info,
-                format!("{} has the shape of call {last}'s present ({shape:?}) and other values, which no earlier output has whole: rows of that present gathered to the beams' origins (a beam search) would look so, and so would a wrong past; the trace keeps no row digests and the re-run could not recompute them, so this call cannot be told right or wrong (record with the current recorder, format 2, which keeps a digest per row)", fold_names(&undecided).join(", ")),
-            )
-            .names(undecided),
-        );
+        let message = match &gathered {
+            Some((shown, origin)) => format!("`{shown}` is call {last}'s present gathered by rows {origin:?} (a beam search's reorder), but {} has other values whose rows neither the trace nor the re-run gives (the re-run is not bit-exact with the caller's there), so they cannot be told the same gather or a wrong past (record with the current recorder, format 2, which keeps a digest per row)", fold_names(&undecided).join(", ")),
+            None => {
+                let shape = feeds.get(&undecided[0]).map(|t| t.shape.clone()).unwrap_or_default();
+                format!("{} has the shape of call {last}'s present ({shape:?}) and other values, which no earlier output has whole: rows of that present gathered to the beams' origins (a beam search) would look so, and so would a wrong past; the trace keeps no row digests and the re-run could not recompute them, so this call cannot be told right or wrong (record with the current recorder, format 2, which keeps a digest per row)", fold_names(&undecided).join(", "))
+            }
+        };
+        return Some(Finding::new(Code::CallerUndecided, crate::finding::Severity::Info, message).names(undecided));
     }
     (!wrong.is_empty()).then(|| {
         Finding::error(
