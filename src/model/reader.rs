@@ -457,7 +457,6 @@ pub fn external_data_problems(model: &Path, sig: &Signature) -> Vec<String> {
     let mut problems = Vec::new();
     let mut sizes: HashMap<String, Option<u64>> = HashMap::new();
     for r in &sig.external_data {
-        let loc = Path::new(&r.location);
         if !plain_location(&r.location) {
             problems.push(format!(
                 "tensor `{}`: external data location `{}` is refused (only a relative path inside the model's folder is allowed; it was not read)",
@@ -465,25 +464,19 @@ pub fn external_data_problems(model: &Path, sig: &Signature) -> Vec<String> {
             ));
             continue;
         }
+        let path = dir.join(&r.location);
         let size = *sizes
             .entry(r.location.clone())
-            .or_insert_with(|| std::fs::metadata(dir.join(loc)).ok().filter(|m| m.is_file()).map(|m| m.len()));
-        let Some(size) = size else {
-            problems.push(format!(
-                "tensor `{}`: external data file `{}` is missing",
-                r.tensor,
-                dir.join(loc).display()
-            ));
-            continue;
-        };
-        let offset = r.offset.unwrap_or(0);
+            .or_insert_with(|| std::fs::metadata(&path).ok().filter(|m| m.is_file()).map(|m| m.len()));
+        let (offset, shown) = (r.offset.unwrap_or(0), path.display());
         let end = r.length.map(|l| offset.saturating_add(l)).unwrap_or(offset);
-        if end > size {
-            problems.push(format!(
-                "tensor `{}`: external data file `{}` has {size} bytes, the tensor needs bytes {offset}..{end}",
-                r.tensor,
-                dir.join(loc).display()
-            ));
+        match size {
+            None => problems.push(format!("tensor `{}`: external data file `{shown}` is missing", r.tensor)),
+            Some(size) if end > size => problems.push(format!(
+                "tensor `{}`: external data file `{shown}` has {size} bytes, the tensor needs bytes {offset}..{end}",
+                r.tensor
+            )),
+            Some(_) => {}
         }
     }
     problems
