@@ -53,7 +53,95 @@ pub fn check(view: &View<'_>) -> Vec<Finding> {
     for m in view.models.iter().filter(|m| m.role.is_decoder()) {
         out.extend(names(m));
     }
+    out.extend(first_past(view));
     out
+}
+
+/// The model types whose first past optimum sizes with `num_key_value_heads`
+/// (`modeling_decoder.py: ORTModelForCausalLM.__init__`, optimum-onnx 0.1.0);
+/// every other type not special-cased there gets `num_attention_heads`.
+const KV_HEADS_TYPES: &[&str] = &[
+    "arcee",
+    "deepseek_v3",
+    "cohere",
+    "gemma",
+    "gemma3_text",
+    "glm",
+    "granite",
+    "gpt_oss",
+    "helium",
+    "mistral",
+    "llama",
+    "nemotron",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "smollm3",
+    "stablelm",
+];
+/// The model types whose head size optimum reads from `head_dim` (same
+/// function); every other takes `hidden_size / num_attention_heads`.
+const HEAD_DIM_TYPES: &[&str] = &["gemma", "gemma3_text", "gpt_oss", "nemotron"];
+
+/// The (heads, head size) of the empty past optimum feeds at the first step,
+/// as `ORTModelForCausalLM.__init__` computes them from config.json; none
+/// for the types it sizes some other way (gemma3's text_config, falcon,
+/// gpt_bigcode, deepseek_v3, bloom's old squeezed form), not modelled here.
+fn optimum_past(view: &View<'_>) -> Option<(i64, i64)> {
+    let int = |k: &str| view.config_value(k).and_then(|v| v.as_i64());
+    let ty = view.config_value("model_type")?.as_str()?;
+    if ["gemma3", "falcon", "gpt_bigcode", "deepseek_v3", "bloom"].contains(&ty) {
+        return None;
+    }
+    let heads = int("num_attention_heads")?;
+    let kv = if KV_HEADS_TYPES.contains(&ty) { int("num_key_value_heads")? } else { heads };
+    let size = if HEAD_DIM_TYPES.contains(&ty) { int("head_dim")? } else { int("hidden_size")? / heads.max(1) };
+    Some((kv, size))
+}
+
+/// optimum's first past against the cache the graph keeps: at the first
+/// step `ORTModelForCausalLM.forward` feeds zeros of shape
+/// (batch, heads, 0, head size) from [`optimum_past`]. Where the graph's past
+/// (its fixed axes, else config.json's `num_key_value_heads` / `head_dim`)
+/// has another size, optimum's generate fails on a correct export — its
+/// limitation, said as a warning the consumer's own run settles.
+fn first_past(view: &View<'_>) -> Option<Finding> {
+    use crate::model::signature::Dim;
+    let opened = ["model", "decoder_model_merged", "decoder_with_past_model"].iter().find_map(|b| {
+        view.models.iter().find(|m| m.base == *b && m.variant.is_none() && !m.rel.contains('/') && m.role.is_decoder())
+    })?;
+    if crate::folder::contracts::is_seq2seq(opened.sig) {
+        return None;
+    }
+    let key = opened.sig.inputs.iter().find(|p| p.name.contains(".key"))?;
+    let (_, dims) = key.ty.tensor_parts()?;
+    let dims = dims?;
+    if dims.len() != 4 {
+        return None;
+    }
+    let (heads, size) = optimum_past(view)?;
+    let int = |k: &str| view.config_value(k).and_then(|v| v.as_i64());
+    let fixed = |d: &Dim| if let Dim::Fixed(v) = d { Some(*v) } else { None };
+    // What config.json itself says of the cache; a claim only where it agrees
+    // with the graph (a config that contradicts its graph is the export's
+    // fault, named by the size checks, not optimum's).
+    let kv = int("num_key_value_heads").or(int("num_attention_heads"));
+    let hd = int("head_dim").or_else(|| Some(int("hidden_size")? / int("num_attention_heads")?.max(1)));
+    let mut wrong = Vec::new();
+    if let Some(v) = kv.filter(|v| *v != heads && fixed(&dims[1]).is_none_or(|g| g == *v)) {
+        wrong.push(format!("{heads} heads where the graph and config.json's num_key_value_heads have {v}"));
+    }
+    if let Some(v) = hd.filter(|v| *v != size && fixed(&dims[3]).is_none_or(|g| g == *v)) {
+        wrong.push(format!("a head size of {size} where the graph and config.json have {v}"));
+    }
+    if wrong.is_empty() {
+        return None;
+    }
+    let ty = view.config_value("model_type").and_then(|v| v.as_str()).unwrap_or("?");
+    Some(
+        Finding::warning(Code::ConsumerSize, format!("{}: optimum-onnx 0.1.0's ORTModelForCausalLM feeds its first, empty past `{}` with {}: for model_type {ty} it sizes the cache from num_attention_heads and hidden_size / num_attention_heads (modeling_decoder.py: ORTModelForCausalLM.__init__ reads num_key_value_heads and head_dim only for the types it lists), so its generate fails at the first step (\"Got invalid dimensions for input\" on a past) although the export is right; drive it with the protocol's loop or a consumer that reads num_key_value_heads (onnxruntime-genai, transformers.js)", opened.rel, key.name, wrong.join(" and ")))
+            .tensor(&key.name),
+    )
 }
 
 /// The files `from_pretrained` needs (`modeling_decoder.py:
