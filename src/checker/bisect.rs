@@ -182,6 +182,8 @@ impl Checker {
             nodes[..k].iter().flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).cloned()).collect()
         };
         let mut children = 0;
+        // A cut run that ended with an error rather than dying, and why.
+        let failed: std::cell::RefCell<Option<String>> = Default::default();
         let mut run = |wanted: Vec<String>| -> Option<Vec<TensorInfo>> {
             children += 1;
             let mut cut = job.clone();
@@ -189,6 +191,11 @@ impl Checker {
             cut.options.cut_step = at;
             let r = crate::engine::child::run(exe, &cut, source, self.timeout, &|_: &str| {});
             // Survived: the cut run said what it computed and the child ended normally.
+            if r.crash.is_none() && r.cut.is_none() && failed.borrow().is_none() {
+                // Neither ran nor died (the cut did not load): no evidence either way.
+                let why = r.findings.iter().find(|f| f.severity == crate::finding::Severity::Error);
+                *failed.borrow_mut() = Some(why.map_or_else(|| "no answer".to_string(), |f| f.message.clone()));
+            }
             r.cut.clone().filter(|_| r.crash.is_none())
         };
         // Invariant: the graph cut after `lo` nodes runs, after `hi` nodes it dies.
@@ -200,6 +207,9 @@ impl Checker {
             } else {
                 hi = mid;
             }
+        }
+        if let Some(why) = failed.borrow_mut().take() {
+            return Err(format!("a cut run ended with an error instead of running or dying, so the halving has no evidence ({children} runs): {why}"));
         }
         // No cut survived: when a graph that computes nothing (its output one
         // of its inputs) dies as well, the process dies before any node runs.

@@ -221,7 +221,6 @@ pub(crate) fn open_cut(
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
     let (flat, _) = crate::diagnose::graph_edit::flatten(&bytes, &|_| Some(false))?;
     let cut = crate::diagnose::graph_edit::expose(&bytes, &flat, wanted)?;
-    crate::engine::session::with_threads(ort::session::Session::builder(env), opts.threads)
-        .and_then(|mut b| b.commit_from_memory(&cut))
-        .map_err(|e| e.to_string())
+    let builder = crate::engine::session::with_threads(ort::session::Session::builder(env), opts.threads);
+    crate::engine::session::commit_edited(builder, &cut, path).map_err(|e| e.to_string())
 }

@@ -27,10 +27,9 @@ pub(crate) fn exposed_run(
     let (path, nodes) = graph_edit::flatten(&bytes, &flag)?;
     let wanted: Vec<String> = nodes.iter().flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).cloned()).collect();
     let edited = graph_edit::expose(&bytes, &path, &wanted)?;
-    let mut s = with_threads(Session::builder(env), opts.threads)
-        .and_then(|b| Ok(b.with_optimization_level(ort::session::builder::GraphOptimizationLevel::Disable)?))
-        .and_then(|mut b| b.commit_from_memory(&edited))
-        .map_err(|e| e.to_string())?;
+    let builder = with_threads(Session::builder(env), opts.threads)
+        .and_then(|b| Ok(b.with_optimization_level(ort::session::builder::GraphOptimizationLevel::Disable)?));
+    let mut s = crate::engine::session::commit_edited(builder, &edited, model).map_err(|e| e.to_string())?;
     let declared: Vec<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
     let kept: Vec<Feed> = feeds.iter().filter(|f| declared.contains(&f.name)).cloned().collect();
     Ok((nodes, run(&mut s, &kept)?))

@@ -106,9 +106,9 @@ pub(crate) fn diagnose(
     };
     // Inputs that are feeds need no re-run.
     let traced = graph_edit::expose(&bytes, &path, &wanted).and_then(|edited| {
-        let mut s = with_threads(Session::builder(env), opts.threads)
-            .and_then(|mut b| b.commit_from_memory(&edited))
-            .map_err(|e| format!("re-loading the model with the node's inputs exposed failed: {e}"))?;
+        let mut s =
+            crate::engine::session::commit_edited(with_threads(Session::builder(env), opts.threads), &edited, model)
+                .map_err(|e| format!("re-loading the model with the node's inputs exposed failed: {e}"))?;
         let declared: Vec<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
         let kept: Vec<Feed> = feeds.iter().filter(|f| declared.contains(&f.name)).cloned().collect();
         run(&mut s, &kept).map_err(|e| format!("re-running with the node's inputs exposed failed: {}", first_line(&e)))

@@ -113,6 +113,24 @@ pub(crate) fn with_threads(
     }
 }
 
+/// `bytes`, an edited copy of the model file `model`, committed with its
+/// external data resolved from the model's own folder: ONNX Runtime resolves
+/// the locations of a model loaded from memory against the working
+/// directory, and refuses them there ("escapes working directory").
+pub(crate) fn commit_edited(
+    builder: ort::Result<ort::session::builder::SessionBuilder>,
+    bytes: &[u8],
+    model: &std::path::Path,
+) -> ort::Result<Session> {
+    let dir = model.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    builder
+        .and_then(|b| {
+            Ok(b.with_config_entry("session.model_external_initializers_file_folder_path", dir.to_string_lossy())?)
+        })
+        .and_then(|mut b| b.commit_from_memory(bytes))
+}
+
 /// The declared inputs of a session: name and element type.
 pub(crate) fn declared_inputs(session: &Session) -> Vec<(String, ElemType, Vec<i64>)> {
     session

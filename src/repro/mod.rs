@@ -102,11 +102,25 @@ fn session(
         .map_err(|e| e.to_string())
 }
 
+/// A session on `bytes`, an edited copy of the whole model file `model`
+/// (its external data still beside it), optimizations off.
+fn edited_session(
+    env: &ort::environment::Environment,
+    bytes: &[u8],
+    opts: &Options,
+    model: &Path,
+) -> Result<ort::session::Session, String> {
+    let builder = with_threads(ort::session::Session::builder(env), opts.threads)
+        .and_then(|b| Ok(b.with_optimization_level(ort::session::builder::GraphOptimizationLevel::Disable)?));
+    crate::engine::session::commit_edited(builder, bytes, model).map_err(|e| e.to_string())
+}
+
 /// The values of `names` in a run of the whole model on `feeds`: feeds as
 /// fed, the rest exposed as outputs (optimizations off: each tensor as the
 /// graph writes it).
 fn capture(
     env: &ort::environment::Environment,
+    model: &Path,
     bytes: &[u8],
     path: &NodePath,
     names: &[String],
@@ -117,7 +131,7 @@ fn capture(
     let mut got: Vec<Raw> = Vec::new();
     if !rest.is_empty() {
         let edited = graph_edit::expose(bytes, path, &rest)?;
-        let mut s = session(env, &edited, opts, false)?;
+        let mut s = edited_session(env, &edited, opts, model)?;
         let declared: HashSet<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
         let fed: Vec<Raw> = feeds.iter().filter(|f| declared.contains(&f.name)).map(Raw::of_feed).collect();
         got = raw::run(&mut s, &fed).map_err(|e| format!("capturing the node's inputs: {e}"))?;
@@ -158,10 +172,10 @@ fn cut(
     // a failing node has none, so only its inputs are; a crashing one's
     // outputs are never computed (that would run it).
     let captured = if crashes {
-        capture(env, bytes, path, &sel.inputs, feeds, opts)?
+        capture(env, model, bytes, path, &sel.inputs, feeds, opts)?
     } else {
-        capture(env, bytes, path, &wanted, feeds, opts)
-            .or_else(|_| capture(env, bytes, path, &sel.inputs, feeds, opts))?
+        capture(env, model, bytes, path, &wanted, feeds, opts)
+            .or_else(|_| capture(env, model, bytes, path, &sel.inputs, feeds, opts))?
     };
     let first_float = captured.iter().find(|r| r.floats().is_some()).or(captured.first()).map(|r| r.dtype.code());
     let base = model.parent().unwrap_or(Path::new("."));
@@ -205,7 +219,7 @@ fn attempt(
     let (node, problem) = match (graph_edit::find_node(&bytes, node, &flag(feeds)), problem) {
         (Some(_), _) => (node.to_string(), *problem),
         (None, Problem::Fails { .. }) => {
-            let mut s = session(env, &bytes, opts, false)?;
+            let mut s = edited_session(env, &bytes, opts, model)?;
             let declared: HashSet<String> = s.inputs().iter().map(|i| i.name().to_string()).collect();
             let fed: Vec<Raw> = feeds.iter().filter(|f| declared.contains(&f.name)).map(Raw::of_feed).collect();
             match raw::run(&mut s, &fed) {
