@@ -62,6 +62,13 @@ pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
         replay(&mut ctx, &calls, emit);
         return emit(Event::Done);
     }
+    if let Some(p) = job.options.reference.as_ref().and_then(|r| r.probe.as_ref()) {
+        match crate::diagnose::probe::last_position(&mut ctx, p) {
+            Ok(values) => emit(Event::Probed { values }),
+            Err(message) => emit(fatal(Stage::Plan, format!("probe: {message}"), None)),
+        }
+        return emit(Event::Done);
+    }
     if let Some(r) = job.options.reference.clone() {
         match generate(&mut ctx, &r) {
             Ok((ids, top5, score)) => emit(Event::Generated { ids, top5, score }),

@@ -2,7 +2,8 @@
 //! its real input shapes, also inside `If` branches (`failing_node`); the
 //! graph edits that expose a node's tensors (`graph_edit`) and a run with
 //! every tensor exposed (`exposed`); the first non-finite node (`non_finite`)
-//! and the first node where a variant departs from fp32 (`diverge`).
+//! the first node where a variant departs from fp32 (`diverge`); named
+//! tensors at one uncached step (`probe`, `--source`'s layer search).
 
 pub mod graph_edit;
 
@@ -16,3 +17,5 @@ pub(crate) mod exposed;
 pub(crate) mod failing_node;
 #[cfg(feature = "runtime")]
 pub(crate) mod non_finite;
+#[cfg(feature = "runtime")]
+pub(crate) mod probe;

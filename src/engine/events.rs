@@ -233,6 +233,12 @@ pub enum Event {
         #[serde(default)]
         node: Option<String>,
     },
+    /// A probe's tensors at the last position, row 0 (as float32; a tensor
+    /// the run did not give as floats is left out).
+    Probed {
+        /// (name, values).
+        values: Vec<(String, Vec<f32>)>,
+    },
     /// A reference generation's result.
     Generated {
         /// The new token ids.

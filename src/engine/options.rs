@@ -178,6 +178,19 @@ pub struct Reference {
     /// The beams' length penalty (generation_config.json's, default 1.0).
     #[serde(default = "unit")]
     pub length_penalty: f64,
+    /// Instead of generating: the values of these tensors at the last
+    /// position of an uncached run of the prompt and then these tokens.
+    #[serde(default)]
+    pub probe: Option<Probe>,
+}
+
+/// Tensors read at one uncached step (`--source`'s layer search).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Probe {
+    /// The tokens after the prompt (the step's prefix).
+    pub tokens: Vec<i64>,
+    /// The tensors, exposed as outputs of the file the uncached run uses.
+    pub names: Vec<String>,
 }
 
 fn one() -> usize {

@@ -118,6 +118,9 @@ pub struct RuntimeReport {
     /// A reference generation's new ids and top-5 logits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generated: Option<crate::engine::events::Generated>,
+    /// A probe's tensors (`--source`'s layer search; not part of a report).
+    #[serde(skip)]
+    pub probed: Option<Vec<(String, Vec<f32>)>>,
     /// Minimal reproductions written for `--repro`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repros: Vec<crate::engine::events::Repro>,
@@ -160,6 +163,7 @@ impl RuntimeReport {
             crashed_in: None,
             encoding: None,
             generated: None,
+            probed: None,
             replayed: Vec::new(),
             replay_sources: Vec::new(),
             replay_scores: Vec::new(),
@@ -259,6 +263,7 @@ impl RuntimeReport {
                 self.findings.push(f);
             }
             Event::Generated { ids, top5, score } => self.generated = Some((ids, top5, score)),
+            Event::Probed { values } => self.probed = Some(values),
             Event::Replayed { call, error, node, sources, scores, rows } => {
                 if !rows.is_empty() {
                     self.replay_rows.push((call, rows));

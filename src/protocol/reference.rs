@@ -22,6 +22,37 @@ pub fn generate(
     ignore_eos: bool,
     beams: Option<usize>,
 ) -> Result<Generated, String> {
+    let report = run(p, dir, ids, features, max_new_tokens, ignore_eos, beams, None)?;
+    report.generated.ok_or_else(|| "the reference run produced nothing".into())
+}
+
+/// The values of `names` at the last position of the protocol's uncached
+/// run of `ids` (the prompt, or an encoder-decoder's source) and then
+/// `tokens`: row 0, as float32, by name (a name the run did not give as
+/// floats is left out).
+pub fn probe(
+    p: &Protocol,
+    dir: &Path,
+    ids: Vec<i64>,
+    tokens: Vec<i64>,
+    names: Vec<String>,
+) -> Result<Vec<(String, Vec<f32>)>, String> {
+    let probe = crate::engine::options::Probe { tokens, names };
+    let report = run(p, dir, ids, None, 0, true, Some(1), Some(probe))?;
+    report.probed.ok_or_else(|| "the probe run produced nothing".into())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    p: &Protocol,
+    dir: &Path,
+    ids: Vec<i64>,
+    features: Option<PathBuf>,
+    max_new_tokens: usize,
+    ignore_eos: bool,
+    beams: Option<usize>,
+    probe: Option<crate::engine::options::Probe>,
+) -> Result<crate::engine::runtime_report::RuntimeReport, String> {
     let l = p.loops.iter().find(|l| l.form != "with-past-alone").ok_or("no decoder form to generate with")?;
     let plan = l.plan.clone().ok_or("no plan")?;
     let file = |rel: &str| if dir.is_dir() { dir.join(rel) } else { dir.with_file_name(rel) };
@@ -41,6 +72,7 @@ pub fn generate(
             // The emitted programs' default.
             beams: beams.unwrap_or_else(|| usize::try_from(super::spec::default_beams(l)).unwrap_or(1).max(1)),
             length_penalty: l.beams.1,
+            probe,
         }),
         ..Options::default()
     };
@@ -49,5 +81,5 @@ pub fn generate(
     if let Some(f) = report.findings.iter().find(|f| f.severity == crate::finding::Severity::Error) {
         return Err(f.message.clone());
     }
-    report.generated.ok_or_else(|| "the reference run produced nothing".into())
+    Ok(report)
 }

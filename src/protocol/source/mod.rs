@@ -7,6 +7,8 @@
 //! what the numeric form explains is a `source-departure` error. Where the
 //! export and the checkpoint agree, one line says so with the figure.
 
+mod layers;
+
 use crate::finding::{Code, Finding, Severity};
 use crate::plan::numeric::Tolerance;
 use serde::Deserialize;
@@ -32,6 +34,9 @@ struct Answer {
     error: Option<String>,
     stage: Option<String>,
     sequences: Vec<Sequence>,
+    /// The first sequence's hidden states (absent: no layer stack found).
+    #[serde(default)]
+    hidden: Option<layers::Hidden>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,20 +149,63 @@ pub fn compare(dir: &Path, checkpoint: &Path, timeout: Duration) -> Vec<Finding>
         )));
         return out;
     }
-    for (f, s) in files.iter().zip(&answer.sequences) {
-        out.push(judge(f, s, &ids, checkpoint));
+    for (n, (f, s)) in files.iter().zip(&answer.sequences).enumerate() {
+        let (mut finding, departed) = judge(f, s, &ids, checkpoint);
+        // Where the folder's own file departs, the layer it starts in.
+        if let (0, Some(step), Some(hidden)) = (n, departed, answer.hidden.as_ref()) {
+            let bound = bound_of(&f.tolerance);
+            finding.cause = Some(start_of(&p, dir, &ids, &f.tokens[..step], step, hidden, bound));
+        }
+        out.push(finding);
     }
     out
 }
 
-/// One file's steps against the checkpoint's: the first departing step, or agreement.
-fn judge(f: &Generated, s: &Sequence, ids: &[i64], checkpoint: &Path) -> Finding {
-    // A float16 or quantized file is expected within its form's bound of
-    // full precision (the variant check's own bound), a float32 one within kernel order.
-    let bound = match f.tolerance.form {
+/// Where the departure at `step` starts, said as a sentence: the graph's
+/// layer outputs (by node scope) at that step against the checkpoint's.
+fn start_of(
+    p: &super::table::Protocol,
+    dir: &Path,
+    ids: &[i64],
+    tokens: &[i64],
+    step: usize,
+    hidden: &layers::Hidden,
+    bound: f64,
+) -> String {
+    let Some(l) = p.loops.iter().find(|l| l.form != "with-past-alone") else { return String::new() };
+    // The file the uncached run executes: a split pair's no-past half, else the decoder.
+    let rel = if l.form == "split-pair" { &l.step0_file } else { &l.later_file };
+    let nodes = match std::fs::read(dir.join(rel))
+        .map_err(|e| e.to_string())
+        .and_then(|b| crate::diagnose::graph_edit::flatten(&b, &|_| Some(false)).map(|(_, n)| n))
+    {
+        Ok(n) => n,
+        Err(e) => return format!("where it starts was not located: {rel}: {e}"),
+    };
+    let layer_count = hidden.layers.first().map_or(0, Vec::len);
+    let Some(c) = layers::candidates(&nodes, &hidden.path, layer_count) else {
+        return format!("where it starts was not located: no node of {rel} is scoped by the checkpoint's module path {} (`/{}.N/…`, as an optimum TorchScript export names them)", hidden.path, hidden.path.replace('.', "/"));
+    };
+    match super::reference::probe(p, dir, ids.to_vec(), tokens.to_vec(), c.all()) {
+        Ok(values) => layers::locate(&c, hidden, step, &values, bound),
+        Err(e) => format!("where it starts was not located: the graph's layer outputs could not be read: {e}"),
+    }
+}
+
+/// The relative gap a file of `tolerance`'s form is expected within.
+fn bound_of(tolerance: &Tolerance) -> f64 {
+    match tolerance.form {
         crate::plan::numeric::NumericForm::Float32 => SOURCE_REL,
         ref form => crate::plan::numeric::variant_bound(form).0,
-    };
+    }
+}
+
+/// One file's steps against the checkpoint's: the first departing step
+/// (with the step), or agreement.
+fn judge(f: &Generated, s: &Sequence, ids: &[i64], checkpoint: &Path) -> (Finding, Option<usize>) {
+    // A float16 or quantized file is expected within its form's bound of
+    // full precision (the variant check's own bound), a float32 one within kernel order.
+    let bound = bound_of(&f.tolerance);
     let mut worst = (0.0f64, 0usize);
     for (k, (step, theirs)) in f.top.iter().zip(&s.logits).enumerate() {
         let scale = s.scale.get(k).copied().unwrap_or(1.0).max(1e-9);
@@ -174,7 +222,7 @@ fn judge(f: &Generated, s: &Sequence, ids: &[i64], checkpoint: &Path) -> Finding
                 } else {
                     format!("the checkpoint's greedy token is {argmax}, the export's {}", f.tokens[k])
                 };
-                return Finding::error(
+                let found = Finding::error(
                     Code::SourceDeparture,
                     format!(
                         "{}: at step {k} (prompt {ids:?}, then the export's own tokens) its logit for token {t} is {mine:.5} where the checkpoint {} gives {src:.5} (|Δ| {gap:.3e}, {rel:.1e} of the checkpoint's largest logit, beyond the {bound:e} a {} file is expected within; {greedy}): the export computes another model from step {k}",
@@ -184,10 +232,11 @@ fn judge(f: &Generated, s: &Sequence, ids: &[i64], checkpoint: &Path) -> Finding
                     ),
                 )
                 .tensor(&f.rel);
+                return (found, Some(k));
             }
         }
     }
-    Finding::new(
+    let agreed = Finding::new(
         Code::SourceDeparture,
         Severity::Info,
         format!(
@@ -198,5 +247,6 @@ fn judge(f: &Generated, s: &Sequence, ids: &[i64], checkpoint: &Path) -> Finding
             worst.0,
             worst.1
         ),
-    )
+    );
+    (agreed, None)
 }

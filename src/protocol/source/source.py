@@ -7,7 +7,7 @@
 import json
 import sys
 
-out = {"installed": True, "ok": False, "error": None, "stage": "import", "sequences": []}
+out = {"installed": True, "ok": False, "error": None, "stage": "import", "sequences": [], "hidden": None}
 try:
     import torch
     import transformers
@@ -24,7 +24,28 @@ try:
     model = cls.from_pretrained(checkpoint, torch_dtype=torch.float32, attn_implementation="eager").eval()
     out["stage"] = "forward"
     ids = torch.tensor([spec["ids"]], dtype=torch.long)
-    for s in spec["sequences"]:
+    # The decoder's layer stack: the longest ModuleList of the decoder (its
+    # module path is what the export's node scopes are named after).
+    decoder = model.get_decoder() if seq2seq else model
+    inside = {id(m) for m in decoder.modules()}
+    stacks = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList) and len(m) and id(m) in inside]
+    path, stack = max(stacks, key=lambda nm: len(nm[1])) if stacks else (None, [])
+    seen = {"in": None, "out": [None] * len(stack)}
+
+    def first(x):
+        return x[0] if isinstance(x, (tuple, list)) else x
+
+    def keep_in(module, args, kwargs):
+        seen["in"] = first(args) if args else kwargs.get("hidden_states")
+
+    def keep_out(i):
+        def hook(module, args, output):
+            seen["out"][i] = first(output)
+        return hook
+
+    handles = [stack[0].register_forward_pre_hook(keep_in, with_kwargs=True)] if len(stack) else []
+    handles += [m.register_forward_hook(keep_out(i)) for i, m in enumerate(stack)]
+    for n, s in enumerate(spec["sequences"]):
         tokens = s["tokens"]
         with torch.no_grad():
             if seq2seq:
@@ -38,6 +59,16 @@ try:
                 full = torch.tensor([spec["ids"] + tokens], dtype=torch.long)
                 logits = model(input_ids=full, attention_mask=torch.ones_like(full)).logits[0]
                 rows = [logits[len(spec["ids"]) - 1 + k] for k in range(len(tokens))]
+        # The first sequence's hidden states at each asked step's position:
+        # the layer a departure starts in is found from these.
+        if n == 0 and path is not None and all(o is not None for o in seen["out"]) and seen["in"] is not None:
+            at = [k if seq2seq else len(spec["ids"]) - 1 + k for k in range(len(tokens))]
+            row = lambda t, p: [float(v) for v in t[0, p]]
+            out["hidden"] = {
+                "path": path,
+                "embeddings": [row(seen["in"], p) for p in at],
+                "layers": [[row(o, p) for o in seen["out"]] for p in at],
+            }
         out["sequences"].append({
             "logits": [[float(r[t]) for t in ask] for r, ask in zip(rows, s["ask"])],
             "argmax": [int(r.argmax()) for r in rows],
