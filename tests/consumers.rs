@@ -331,6 +331,38 @@ fn an_encoder_decoder_s_own_generation_is_compared() {
             "{good}: {s:?}"
         );
     }
+    // The config selecting q8: transformers.js opens the quantized encoder
+    // and merged decoder, compared with the tool's reference of that pair.
+    let dir = std::env::temp_dir().join(format!("onnx-contract-tjs-q8-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("onnx")).unwrap();
+    let from = root().join("models/bart-tjs-variants");
+    for f in ["generation_config.json", "tokenizer_config.json"] {
+        std::fs::copy(from.join(f), dir.join(f)).unwrap();
+    }
+    for e in std::fs::read_dir(from.join("onnx")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join("onnx").join(e.file_name())).unwrap();
+    }
+    let mut config: Value = serde_json::from_slice(&std::fs::read(from.join("config.json")).unwrap()).unwrap();
+    config["transformers.js_config"] = serde_json::json!({"dtype": "q8"});
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let out = bin()
+        .env_remove(NO_CONSUMER_RUN)
+        .args(["check", path_str(&dir), "--format", "json", "--no-fetch"])
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = runs(&r);
+    assert!(
+        s.iter().any(|(sev, m)| sev == "info"
+            && m.starts_with(
+                "transformers.js (opening onnx/decoder_model_merged_quantized.onnx)'s own greedy generation"
+            )
+            && !m.contains("departs")),
+        "{s:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     let (code, r) = check_folder("mech-cross-kv-swapped");
     assert_eq!(code, 2, "{r:#}");
     let s = runs(&r);

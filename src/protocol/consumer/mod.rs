@@ -197,8 +197,9 @@ pub struct Running {
     dir: PathBuf,
     ids: Vec<i64>,
     /// Each consumer started, the decoder file it opens when that is not
-    /// the folder's own first (a transformers.js dtype variant), and its program.
-    pending: Vec<(Consumer, Option<String>, Pending)>,
+    /// the folder's own first (a transformers.js dtype variant), the encoder
+    /// file it opens with it, and its program.
+    pending: Vec<(Consumer, Option<String>, Option<String>, Pending)>,
     /// Said instead of running (a folder no consumer program generates from).
     note: Option<String>,
 }
@@ -249,12 +250,16 @@ pub fn start(
         .iter()
         .filter(runs)
         .map(|t| {
-            let file = match t.consumer {
-                Consumer::TransformersJs => crate::consumer::transformers_js::loaded_decoder(view, t.major),
-                _ => None,
+            let (file, encoder) = match t.consumer {
+                Consumer::TransformersJs => {
+                    let files = crate::consumer::transformers_js::loaded_files(view, t.major);
+                    let encoder = files.iter().find(|f| f.contains("encoder")).cloned();
+                    (crate::consumer::transformers_js::loaded_decoder(view, t.major), encoder)
+                }
+                _ => (None, None),
             };
             let run = memory::Later::new(t, view, dir, &r.ids, seq2seq, timeout, budget.clone());
-            (t.consumer, file, run.now_or_later())
+            (t.consumer, file, encoder, run.now_or_later())
         })
         .collect();
     r
@@ -272,13 +277,13 @@ impl Running {
         let p = match super::describe(dir) {
             Ok(p) => p,
             Err(e) => {
-                self.pending.into_iter().for_each(|(_, _, p)| p.stop());
+                self.pending.into_iter().for_each(|(_, _, _, p)| p.stop());
                 out.push(info(format!("the consumers' own generation was not compared: the folder's protocol: {e}")));
                 return out;
             }
         };
         let Some(plan) = text_plan(&p) else {
-            self.pending.into_iter().for_each(|(_, _, p)| p.stop());
+            self.pending.into_iter().for_each(|(_, _, _, p)| p.stop());
             out.push(info(
                 "the consumers' own generation was not compared: no text decoder loop in the folder's protocol".into(),
             ));
@@ -289,7 +294,7 @@ impl Running {
         // The uncached reference of each file a consumer opened, run once.
         let mut references: Vec<(Option<String>, Result<Reference, String>, crate::plan::numeric::Tolerance)> =
             Vec::new();
-        for (c, file, pending) in self.pending {
+        for (c, file, encoder, pending) in self.pending {
             let who = name(c);
             if let Pending::Refused(why) = &pending {
                 out.push(Finding::warning(Code::MemoryBudget, format!("{who}'s own generation was not run: {why}")));
@@ -321,20 +326,14 @@ impl Running {
             // The file the consumer opened, when the folder has it and it is not the protocol's own.
             let first = p.loops.iter().find(|l| l.form != "with-past-alone").map(|l| l.later_file.as_str());
             let file = file.filter(|f| dir.join(f).is_file() && Some(f.as_str()) != first);
-            // An encoder-decoder's dtype variant runs with its own encoder: no one-file reference.
-            if let Some(f) = file.as_ref().filter(|_| seq2seq) {
-                out.push(info(format!(
-                    "{who} opens {f}, a dtype variant of an encoder-decoder: its generation ({:?}) is not compared (the reference runs the folder's float32 encoder and decoder)",
-                    ran.tokens
-                )));
-                continue;
-            }
             if !references.iter().any(|(f, _, _)| *f == file) {
                 let (r, tolerance) = match &file {
                     None => (
                         super::reference::generate(&p, dir, ids.clone(), None, NEW_TOKENS, false, Some(1)),
                         plan.tolerance.clone(),
                     ),
+                    // An encoder-decoder's dtype variant runs with the encoder the consumer opens beside it.
+                    Some(f) if seq2seq => variant_pair_reference(&p, dir, f, encoder.as_deref(), &ids, &plan.tolerance),
                     Some(f) => reference_of_file(&dir.join(f), &ids, &plan.tolerance, NEW_TOKENS),
                 };
                 references.push((file.clone(), r.map(|(r, top, _)| (r, top)), tolerance));
@@ -348,6 +347,37 @@ impl Running {
         }
         out
     }
+}
+
+/// The uncached reference of an encoder-decoder's dtype variant as a
+/// consumer opens it: the decoder file `decoder` (its own protocol, its own
+/// numeric form) fed by the states of `encoder` (the folder's first
+/// encoder when none is named), from the folder's decoder start.
+fn variant_pair_reference(
+    p: &super::table::Protocol,
+    dir: &Path,
+    decoder: &str,
+    encoder: Option<&str>,
+    ids: &[i64],
+    fallback: &crate::plan::numeric::Tolerance,
+) -> (Result<super::reference::Generated, String>, crate::plan::numeric::Tolerance) {
+    let Some(folder) = p.loops.iter().find(|l| l.form != "with-past-alone") else {
+        return (Err("no decoder form".into()), fallback.clone());
+    };
+    let path = dir.join(decoder);
+    let mut v = match super::describe(&path) {
+        Ok(v) => v,
+        Err(e) => return (Err(format!("{}: {e}", path.display())), fallback.clone()),
+    };
+    let Some(l) = v.loops.iter_mut().find(|l| l.form != "with-past-alone") else {
+        return (Err(format!("{decoder}: no decoder form")), fallback.clone());
+    };
+    // Files of the variant's protocol are named beside the decoder.
+    let beside = |rel: &str| dir.join(rel).file_name().map(|n| n.to_string_lossy().into_owned());
+    l.encoder = encoder.and_then(beside).or_else(|| folder.encoder.as_deref().and_then(beside));
+    (l.decoder_start, l.eos) = (folder.decoder_start, folder.eos);
+    let tolerance = l.plan.as_ref().map_or_else(|| fallback.clone(), |pl| pl.tolerance.clone());
+    (super::reference::generate(&v, &path, ids.to_vec(), None, NEW_TOKENS, false, Some(1)), tolerance)
 }
 
 /// The uncached reference of one file of the folder (a dtype variant a
