@@ -417,3 +417,32 @@ fn the_consumers_own_runs_settle_what_they_refute_and_are_compared_file_for_file
         "{run:#}"
     );
 }
+
+/// An audio encoder-decoder genai runs (Whisper): genai and the tool's
+/// reference are fed the same seeded features (written by genai's program,
+/// read by the reference) from the decoder's start; a folder whose encoder
+/// crashes ONNX Runtime kills genai's process too, said as genai's failure.
+#[test]
+fn genai_s_own_whisper_generation_is_compared_on_the_same_audio_features() {
+    let (code, r) = check_folder("whisper-genai-nonzero-bias");
+    assert_eq!(code, 0, "{r:#}");
+    let run: Vec<&Value> = all_findings(&r).into_iter().filter(|f| f["code"] == "consumer-run").collect();
+    assert_eq!(run.len(), 1, "{run:#?}");
+    let m = run[0]["message"].as_str().unwrap();
+    assert_eq!(run[0]["severity"], "info", "{m}");
+    assert!(m.starts_with("onnxruntime-genai (fed seeded audio features, the same as the reference)'s own greedy generation gives the reference's tokens (16 compared"), "{m}");
+    let (code, r) = check_folder("whisper-genai");
+    assert_eq!(code, 2, "{r:#}");
+    let died = all_findings(&r).into_iter().find(|f| f["code"] == "consumer-run").cloned().unwrap_or_default();
+    assert_eq!(died["severity"], "error", "{died:#}");
+    assert!(died["message"].as_str().unwrap().contains("its process was killed by signal 11 (SIGSEGV"), "{died:#}");
+    // The features file lives in the system's temporary folder only while the check runs.
+    // (Only this test checks an audio folder with the consumers' runs on.)
+    let left: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("onnx-contract-audio-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -26,7 +26,7 @@ pub(super) struct Ran {
 /// reaps it and gives back its memory lease the moment it ends (not when its
 /// answer is read, after the check), and kills it when told to.
 pub(crate) struct Started {
-    waiter: JoinHandle<Result<(), String>>,
+    waiter: JoinHandle<Result<std::process::ExitStatus, String>>,
     stop: Arc<AtomicBool>,
     out: JoinHandle<String>,
     err: JoinHandle<String>,
@@ -60,7 +60,7 @@ pub(crate) fn start(mut cmd: Command, timeout: Duration, lease: Option<Lease>) -
         let _lease = lease;
         loop {
             match child.try_wait() {
-                Ok(Some(_)) => return Ok(()),
+                Ok(Some(status)) => return Ok(status),
                 Ok(None) if stopped.load(Ordering::SeqCst) => {
                     let _ = child.kill();
                     let _ = child.wait();
@@ -74,6 +74,21 @@ pub(crate) fn start(mut cmd: Command, timeout: Duration, lease: Option<Lease>) -
     Ok(Started { waiter, stop, out, err, deadline: Instant::now() + timeout })
 }
 
+/// How [`Started::answer`] begins a process's death by a signal.
+pub(crate) const DIED: &str = "its process was killed by signal";
+
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        4 => "SIGILL",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL, as the out-of-memory killer does",
+        11 => "SIGSEGV, a segmentation fault",
+        _ => "a signal",
+    }
+}
+
 impl Started {
     /// The program's answer, or why there is none (killed at the deadline).
     pub(crate) fn answer<T: DeserializeOwned>(self) -> Result<T, String> {
@@ -81,11 +96,19 @@ impl Started {
             std::thread::sleep(Duration::from_millis(50));
         }
         self.stop.store(true, Ordering::SeqCst);
-        self.waiter.join().map_err(|_| "its waiter failed".to_string())??;
+        let status = self.waiter.join().map_err(|_| "its waiter failed".to_string())??;
         let (out, err) = (self.out.join().unwrap_or_default(), self.err.join().unwrap_or_default());
         let line = out.lines().rev().find(|l| l.trim_start().starts_with('{'));
         line.and_then(|l| serde_json::from_str(l).ok()).ok_or_else(|| {
             let said = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("nothing");
+            // Killed by a signal: the consumer's process died on the folder (ONNX Runtime crashed in it).
+            use std::os::unix::process::ExitStatusExt;
+            if let Some(signal) = status.signal() {
+                return format!(
+                    "{DIED} {signal} ({}) before printing its result (stderr: {said})",
+                    signal_name(signal)
+                );
+            }
             format!("it printed no result (stderr: {said})")
         })
     }

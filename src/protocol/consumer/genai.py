@@ -2,7 +2,7 @@
 # application runs it (og.Model, GeneratorParams, Generator, append_tokens,
 # generate_next_token until is_done): written by `onnx-contract protocol`,
 # run by `onnx-contract check` in a child. Prints one JSON line.
-#   python3 genai.py FOLDER IDS_JSON MAX_NEW_TOKENS
+#   python3 genai.py FOLDER IDS_JSON MAX_NEW_TOKENS [MODE]
 import json
 import sys
 
@@ -15,6 +15,14 @@ except Exception as e:  # not installed: said, never a silent pass
     print(json.dumps(out))
     sys.exit(0)
 folder, ids, new = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+# MODE `audio=PATH:1x80x3000`: an audio model, fed seeded features of that
+# shape (saved to PATH for the tool's own reference), IDS the decoder's start.
+mode = sys.argv[4] if len(sys.argv) > 4 else ""
+audio = None
+if mode.startswith("audio="):
+    path, shape = mode[len("audio="):].rsplit(":", 1)
+    audio = np.random.default_rng(0).standard_normal([int(d) for d in shape.split("x")]).astype(np.float32)
+    np.save(path, audio)
 try:
     out["stage"] = "og.Model"
     config = og.Config(folder)
@@ -24,8 +32,15 @@ try:
     params = og.GeneratorParams(model)
     params.set_search_options(do_sample=False, max_length=len(ids) + new, batch_size=1)
     generator = og.Generator(model, params)
-    out["stage"] = "append_tokens"
-    generator.append_tokens(np.array([ids], dtype=np.int32))
+    if audio is not None:
+        out["stage"] = "set_inputs"
+        inputs = og.NamedTensors()
+        inputs["audio_features"] = audio
+        inputs["input_ids"] = np.array([ids], dtype=np.int32)
+        generator.set_inputs(inputs)
+    else:
+        out["stage"] = "append_tokens"
+        generator.append_tokens(np.array([ids], dtype=np.int32))
     out["stage"] = "generate_next_token"
     while not generator.is_done():
         generator.generate_next_token()

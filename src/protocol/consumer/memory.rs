@@ -57,7 +57,7 @@ pub(super) struct Later {
     consumer: Consumer,
     dir: PathBuf,
     ids: Vec<i64>,
-    seq2seq: bool,
+    mode: String,
     timeout: Duration,
     need: u64,
     budget: Option<Arc<Budget>>,
@@ -69,7 +69,7 @@ impl Later {
         view: &View<'_>,
         dir: &Path,
         ids: &[i64],
-        seq2seq: bool,
+        mode: &str,
         timeout: Duration,
         budget: Option<Arc<Budget>>,
     ) -> Later {
@@ -78,7 +78,7 @@ impl Later {
             consumer: t.consumer,
             dir: dir.to_path_buf(),
             ids: ids.to_vec(),
-            seq2seq,
+            mode: mode.to_string(),
             timeout,
             need: framework(t.consumer) + weights,
             budget,
@@ -98,7 +98,7 @@ impl Later {
             ));
         }
         match budget.try_take(self.need) {
-            Some(lease) => start_one(self.consumer, &self.dir, &self.ids, self.seq2seq, self.timeout, Some(lease)),
+            Some(lease) => start_one(self.consumer, &self.dir, &self.ids, &self.mode, self.timeout, Some(lease)),
             None => {
                 let what = format!("{}'s own generation ({})", super::name(self.consumer), show(self.need));
                 budget.note_waited(&self.dir, &what);
@@ -110,6 +110,6 @@ impl Later {
     /// Started, waiting for the budget's room first when there is one.
     pub(super) fn start(self) -> Pending {
         let lease = self.budget.as_ref().and_then(|b| b.take(&self.dir, "", self.need).ok());
-        start_one(self.consumer, &self.dir, &self.ids, self.seq2seq, self.timeout, lease)
+        start_one(self.consumer, &self.dir, &self.ids, &self.mode, self.timeout, lease)
     }
 }

@@ -11,8 +11,12 @@
 
 mod child;
 mod memory;
+mod references;
 mod settle;
 
+pub(crate) use references::reference_of_file;
+use references::variant_pair_reference;
+pub use references::{text_decoder, text_plan};
 pub use settle::settle;
 
 use crate::consumer::{Consumer, Target, View};
@@ -39,24 +43,6 @@ pub fn program(c: Consumer) -> &'static str {
         Consumer::TransformersJs => TRANSFORMERS_JS,
         Consumer::Optimum => OPTIMUM,
     }
-}
-
-/// The plan of `p`'s text decoder-only form, the one the consumers'
-/// causal-LM programs generate from (a decoder fed embeddings belongs to a
-/// multimodal class, which is not run).
-pub fn text_decoder(p: &super::Protocol) -> Option<&crate::plan::Plan> {
-    text_plan(p).filter(|pl| pl.family == crate::plan::Family::DecoderOnly)
-}
-
-/// The plan of `p`'s text form a consumer generates from with token ids
-/// alone: decoder-only, or an encoder-decoder fed source ids.
-pub fn text_plan(p: &super::Protocol) -> Option<&crate::plan::Plan> {
-    let l = p.loops.iter().find(|l| l.form != "with-past-alone")?;
-    let text = l.embed.is_none()
-        && l.plan.as_ref().is_some_and(|pl| !pl.dtypes.iter().any(|(n, _)| n.contains("inputs_embeds")));
-    l.plan
-        .as_ref()
-        .filter(|pl| matches!(pl.family, crate::plan::Family::DecoderOnly | crate::plan::Family::Seq2Seq) && text)
 }
 
 /// The source ids an encoder-decoder is compared on (the prompt is
@@ -93,12 +79,10 @@ fn start_one(
     c: Consumer,
     dir: &Path,
     ids: &[i64],
-    seq2seq: bool,
+    mode: &str,
     timeout: Duration,
     lease: Option<crate::memory::Lease>,
 ) -> Pending {
-    // The class the program loads, told from the graphs, not from config.json's flag alone.
-    let mode = if seq2seq { "seq2seq" } else { "causal" };
     let ids_json = serde_json::to_string(ids).unwrap_or_default();
     let dir = match std::fs::canonicalize(dir) {
         Ok(d) => d.to_string_lossy().into_owned(),
@@ -202,6 +186,32 @@ pub struct Running {
     pending: Vec<(Consumer, Option<String>, Option<String>, Pending)>,
     /// Said instead of running (a folder no consumer program generates from).
     note: Option<String>,
+    /// An audio model's seeded features (.npy, in the system's temporary
+    /// folder): written by the consumer's program, read by the reference.
+    features: Option<PathBuf>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(f) = &self.features {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// An audio encoder-decoder's feature shape, `[1, …]`, when genai's config
+/// runs it (Whisper: `audio_features` of fixed mel bins and frames).
+fn audio_features(view: &View<'_>) -> Option<Vec<i64>> {
+    use crate::model::signature::Dim;
+    view.genai.as_ref()?;
+    let encoder = view.models.iter().find(|m| m.role == crate::folder::Role::Encoder)?;
+    let input = encoder.sig.inputs.iter().find(|p| p.ty.tensor_parts().is_some_and(|(e, _)| e.is_float()))?;
+    let (_, dims) = input.ty.tensor_parts()?;
+    let dims = dims?;
+    let fixed: Option<Vec<i64>> =
+        dims.iter().skip(1).map(|d| if let Dim::Fixed(v) = d { Some(*v) } else { None }).collect();
+    (dims.len() == 3).then_some(())?;
+    Some([vec![1], fixed?].concat())
 }
 
 fn info(message: String) -> Finding {
@@ -225,11 +235,33 @@ pub fn start(
     // transformers.js 2's rules describe a layout its current release does not load.
     let runs = |t: &&Target| t.consumer != Consumer::TransformersJs || t.major >= 3;
     let runnable: Vec<Consumer> = targets.iter().filter(runs).map(|t| t.consumer).collect();
-    let mut r = Running { dir: dir.to_path_buf(), ids: Vec::new(), pending: Vec::new(), note: None };
+    let mut r = Running { dir: dir.to_path_buf(), ids: Vec::new(), pending: Vec::new(), note: None, features: None };
     if runnable.is_empty() {
         return r;
     }
     let seq2seq = view.text_encoder_decoder();
+    // An audio encoder-decoder genai runs: both sides fed the same seeded features.
+    let audio = if seq2seq || view.text_decoder_only() { None } else { audio_features(view) };
+    let start = view.generation_value("decoder_start_token_id").and_then(|(_, v)| v.as_i64());
+    if let (Some(shape), Some(start)) = (audio.as_ref(), start) {
+        if let Some(t) = targets.iter().find(|t| t.consumer == Consumer::Genai) {
+            let path = std::env::temp_dir().join(format!("onnx-contract-audio-{}-{}.npy", std::process::id(), seq()));
+            let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
+            let mode = format!("audio={}:{}", path.display(), dims.join("x"));
+            r.ids = vec![start];
+            r.features = Some(path);
+            let others: Vec<&str> = runnable.iter().filter(|c| **c != Consumer::Genai).map(|c| name(*c)).collect();
+            if !others.is_empty() {
+                r.note = Some(format!(
+                    "{}'s own generation needs the sound itself: not run on this audio model",
+                    others.join(" and ")
+                ));
+            }
+            let run = memory::Later::new(t, view, dir, &r.ids, &mode, timeout, budget.clone());
+            r.pending = vec![(Consumer::Genai, None, None, run.now_or_later())];
+            return r;
+        }
+    }
     if !view.text_decoder_only() && !seq2seq {
         let who: Vec<&str> = runnable.iter().map(|c| name(*c)).collect();
         r.note = Some(format!(
@@ -258,7 +290,9 @@ pub fn start(
                 }
                 _ => (None, None),
             };
-            let run = memory::Later::new(t, view, dir, &r.ids, seq2seq, timeout, budget.clone());
+            // The class the program loads, told from the graphs, not from config.json's flag alone.
+            let mode = if seq2seq { "seq2seq" } else { "causal" };
+            let run = memory::Later::new(t, view, dir, &r.ids, mode, timeout, budget.clone());
             (t.consumer, file, encoder, run.now_or_later())
         })
         .collect();
@@ -268,33 +302,35 @@ pub fn start(
 impl Running {
     /// Each consumer's answer against the tool's uncached reference from the
     /// same prompt: a finding per consumer.
-    pub fn finish(self) -> Vec<Finding> {
-        let mut out: Vec<Finding> = self.note.into_iter().map(info).collect();
-        if self.pending.is_empty() {
+    pub fn finish(mut self) -> Vec<Finding> {
+        let mut out: Vec<Finding> = self.note.take().into_iter().map(info).collect();
+        let pending = std::mem::take(&mut self.pending);
+        if pending.is_empty() {
             return out;
         }
-        let dir = &self.dir;
+        let dir = &self.dir.clone();
+        let features = self.features.clone();
         let p = match super::describe(dir) {
             Ok(p) => p,
             Err(e) => {
-                self.pending.into_iter().for_each(|(_, _, _, p)| p.stop());
+                pending.into_iter().for_each(|(_, _, _, p)| p.stop());
                 out.push(info(format!("the consumers' own generation was not compared: the folder's protocol: {e}")));
                 return out;
             }
         };
         let Some(plan) = text_plan(&p) else {
-            self.pending.into_iter().for_each(|(_, _, _, p)| p.stop());
+            pending.into_iter().for_each(|(_, _, _, p)| p.stop());
             out.push(info(
                 "the consumers' own generation was not compared: no text decoder loop in the folder's protocol".into(),
             ));
             return out;
         };
         let seq2seq = plan.family == crate::plan::Family::Seq2Seq;
-        let ids = self.ids;
+        let ids = std::mem::take(&mut self.ids);
         // The uncached reference of each file a consumer opened, run once.
         let mut references: Vec<(Option<String>, Result<Reference, String>, crate::plan::numeric::Tolerance)> =
             Vec::new();
-        for (c, file, encoder, pending) in self.pending {
+        for (c, file, encoder, pending) in pending {
             let who = name(c);
             if let Pending::Refused(why) = &pending {
                 out.push(Finding::warning(Code::MemoryBudget, format!("{who}'s own generation was not run: {why}")));
@@ -302,6 +338,11 @@ impl Running {
             }
             let ran = match pending.answer() {
                 Ok(r) => r,
+                // Its process died on the folder: the consumer fails there, as the check's own run may.
+                Err(why) if why.starts_with(child::DIED) => {
+                    out.push(Finding::error(Code::ConsumerRun, format!("{who} fails on this folder: {why}")));
+                    continue;
+                }
                 Err(why) => {
                     out.push(info(format!("{who}'s own generation could not be run: {why}")));
                     continue;
@@ -329,71 +370,26 @@ impl Running {
             if !references.iter().any(|(f, _, _)| *f == file) {
                 let (r, tolerance) = match &file {
                     None => (
-                        super::reference::generate(&p, dir, ids.clone(), None, NEW_TOKENS, false, Some(1)),
+                        super::reference::generate(&p, dir, ids.clone(), features.clone(), NEW_TOKENS, false, Some(1)),
                         plan.tolerance.clone(),
                     ),
                     // An encoder-decoder's dtype variant runs with the encoder the consumer opens beside it.
-                    Some(f) if seq2seq => variant_pair_reference(&p, dir, f, encoder.as_deref(), &ids, &plan.tolerance),
+                    Some(f) if seq2seq => {
+                        variant_pair_reference(&p, dir, f, encoder.as_deref(), &ids, &plan.tolerance, NEW_TOKENS)
+                    }
                     Some(f) => reference_of_file(&dir.join(f), &ids, &plan.tolerance, NEW_TOKENS),
                 };
                 references.push((file.clone(), r.map(|(r, top, _)| (r, top)), tolerance));
             }
             let Some((_, r, tolerance)) = references.iter().find(|(f, _, _)| *f == file) else { continue };
-            let who = match &file {
-                Some(f) => format!("{who} (opening {f})"),
-                None => who.to_string(),
+            let who = match (&file, &features) {
+                (Some(f), _) => format!("{who} (opening {f})"),
+                (None, Some(_)) => format!("{who} (fed seeded audio features, the same as the reference)"),
+                (None, None) => who.to_string(),
             };
             out.push(against_reference(r, tolerance, &ids, &who, &ran.tokens));
         }
         out
-    }
-}
-
-/// The uncached reference of an encoder-decoder's dtype variant as a
-/// consumer opens it: the decoder file `decoder` (its own protocol, its own
-/// numeric form) fed by the states of `encoder` (the folder's first
-/// encoder when none is named), from the folder's decoder start.
-fn variant_pair_reference(
-    p: &super::table::Protocol,
-    dir: &Path,
-    decoder: &str,
-    encoder: Option<&str>,
-    ids: &[i64],
-    fallback: &crate::plan::numeric::Tolerance,
-) -> (Result<super::reference::Generated, String>, crate::plan::numeric::Tolerance) {
-    let Some(folder) = p.loops.iter().find(|l| l.form != "with-past-alone") else {
-        return (Err("no decoder form".into()), fallback.clone());
-    };
-    let path = dir.join(decoder);
-    let mut v = match super::describe(&path) {
-        Ok(v) => v,
-        Err(e) => return (Err(format!("{}: {e}", path.display())), fallback.clone()),
-    };
-    let Some(l) = v.loops.iter_mut().find(|l| l.form != "with-past-alone") else {
-        return (Err(format!("{decoder}: no decoder form")), fallback.clone());
-    };
-    // Files of the variant's protocol are named beside the decoder.
-    let beside = |rel: &str| dir.join(rel).file_name().map(|n| n.to_string_lossy().into_owned());
-    l.encoder = encoder.and_then(beside).or_else(|| folder.encoder.as_deref().and_then(beside));
-    (l.decoder_start, l.eos) = (folder.decoder_start, folder.eos);
-    let tolerance = l.plan.as_ref().map_or_else(|| fallback.clone(), |pl| pl.tolerance.clone());
-    (super::reference::generate(&v, &path, ids.to_vec(), None, NEW_TOKENS, false, Some(1)), tolerance)
-}
-
-/// The uncached reference of one file of the folder (a dtype variant a
-/// consumer opens), with the tolerance of its numeric form.
-pub(crate) fn reference_of_file(
-    path: &Path,
-    ids: &[i64],
-    fallback: &crate::plan::numeric::Tolerance,
-    steps: usize,
-) -> (Result<super::reference::Generated, String>, crate::plan::numeric::Tolerance) {
-    match super::describe(path) {
-        Ok(p) => {
-            let tolerance = text_decoder(&p).map_or_else(|| fallback.clone(), |pl| pl.tolerance.clone());
-            (super::reference::generate(&p, path, ids.to_vec(), None, steps, false, Some(1)), tolerance)
-        }
-        Err(e) => (Err(format!("{}: {e}", path.display())), fallback.clone()),
     }
 }
 
