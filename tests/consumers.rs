@@ -435,7 +435,10 @@ fn genai_s_own_whisper_generation_is_compared_on_the_same_audio_features() {
     assert_eq!(code, 2, "{r:#}");
     let died = all_findings(&r).into_iter().find(|f| f["code"] == "consumer-run").cloned().unwrap_or_default();
     assert_eq!(died["severity"], "error", "{died:#}");
-    assert!(died["message"].as_str().unwrap().contains("its process was killed by signal 11 (SIGSEGV"), "{died:#}");
+    assert!(
+        died["message"].as_str().unwrap().contains("its process was killed by signal 11, SIGSEGV (segmentation fault)"),
+        "{died:#}"
+    );
     // The features file lives in the system's temporary folder only while the check runs.
     // (Only this test checks an audio folder with the consumers' runs on.)
     let left: Vec<String> = std::fs::read_dir(std::env::temp_dir())

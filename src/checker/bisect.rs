@@ -185,13 +185,20 @@ impl Checker {
         // A cut run that ended with an error rather than dying, and why.
         let failed: std::cell::RefCell<Option<String>> = Default::default();
         let mut run = |wanted: Vec<String>| -> Option<Vec<TensorInfo>> {
+            // After a run without evidence the halving stops: no more children.
+            if failed.borrow().is_some() {
+                return None;
+            }
             children += 1;
             let mut cut = job.clone();
             cut.options.cut = Some(wanted);
             cut.options.cut_step = at;
             let r = crate::engine::child::run(exe, &cut, source, self.timeout, &|_: &str| {});
             // Survived: the cut run said what it computed and the child ended normally.
-            if r.crash.is_none() && r.cut.is_none() && failed.borrow().is_none() {
+            if r.crash.as_deref().is_some_and(|how| how.starts_with("did not finish")) {
+                // A cut that runs out of time neither ran nor died of a node.
+                *failed.borrow_mut() = Some(format!("a cut run {}", r.crash.clone().unwrap_or_default()));
+            } else if r.crash.is_none() && r.cut.is_none() {
                 // Neither ran nor died (the cut did not load): no evidence either way.
                 let why = r.findings.iter().find(|f| f.severity == crate::finding::Severity::Error);
                 *failed.borrow_mut() = Some(why.map_or_else(|| "no answer".to_string(), |f| f.message.clone()));

@@ -257,7 +257,11 @@ pub(crate) fn audit(
         }
     };
     let mut said = Vec::new();
-    let mut issues = Vec::new();
+    let mut issues: Vec<StepIssue> = scales
+        .unread
+        .iter()
+        .map(|(what, why)| StepIssue::info(Code::ConfigUnaudited, format!("{what}: not audited: {why}"), None))
+        .collect();
     for s in &scales.scales {
         match audit_scale(&g, s, scales.head_dim, logits, input_ids) {
             Ok((what, issue)) => {

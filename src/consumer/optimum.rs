@@ -127,19 +127,21 @@ fn first_past(view: &View<'_>) -> Option<Finding> {
     // fault, named by the size checks, not optimum's).
     let kv = int("num_key_value_heads").or(int("num_attention_heads"));
     let hd = int("head_dim").or_else(|| Some(int("hidden_size")? / int("num_attention_heads")?.max(1)));
+    let ty = view.config_value("model_type").and_then(|v| v.as_str()).unwrap_or("?");
+    // Only an axis the graph fixes: ONNX Runtime rejects a feed there before
+    // any node runs; on a symbolic axis what happens is the graph's to say.
     let mut wrong = Vec::new();
-    if let Some(v) = kv.filter(|v| *v != heads && fixed(&dims[1]).is_none_or(|g| g == *v)) {
-        wrong.push(format!("{heads} heads where the graph and config.json's num_key_value_heads have {v}"));
+    if let Some(v) = kv.filter(|v| *v != heads && fixed(&dims[1]) == Some(*v)) {
+        wrong.push(format!("{heads} heads where the graph and config.json's num_key_value_heads have {v} (it reads num_attention_heads for model_type {ty}, which it does not list among the types whose num_key_value_heads it reads)"));
     }
-    if let Some(v) = hd.filter(|v| *v != size && fixed(&dims[3]).is_none_or(|g| g == *v)) {
-        wrong.push(format!("a head size of {size} where the graph and config.json have {v}"));
+    if let Some(v) = hd.filter(|v| *v != size && fixed(&dims[3]) == Some(*v)) {
+        wrong.push(format!("a head size of {size} where the graph and config.json have {v} (it takes hidden_size / num_attention_heads for model_type {ty}, which it does not list among the types whose head_dim it reads)"));
     }
     if wrong.is_empty() {
         return None;
     }
-    let ty = view.config_value("model_type").and_then(|v| v.as_str()).unwrap_or("?");
     Some(
-        Finding::warning(Code::ConsumerSize, format!("{}: optimum-onnx 0.1.0's ORTModelForCausalLM feeds its first, empty past `{}` with {}: for model_type {ty} it sizes the cache from num_attention_heads and hidden_size / num_attention_heads (modeling_decoder.py: ORTModelForCausalLM.__init__ reads num_key_value_heads and head_dim only for the types it lists), so its generate fails at the first step (\"Got invalid dimensions for input\" on a past) although the export is right; drive it with the protocol's loop or a consumer that reads num_key_value_heads (onnxruntime-genai, transformers.js)", opened.rel, key.name, wrong.join(" and ")))
+        Finding::warning(Code::ConsumerSize, format!("{}: optimum-onnx 0.1.0's ORTModelForCausalLM feeds its first, empty past `{}` with {} (modeling_decoder.py: ORTModelForCausalLM.__init__), so its generate fails at the first step (\"Got invalid dimensions for input\" on a past) although the export is right; drive it with the protocol's loop or a consumer that reads the config's sizes (onnxruntime-genai, transformers.js)", opened.rel, key.name, wrong.join(" and ")))
             .tensor(&key.name),
     )
 }

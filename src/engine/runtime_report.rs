@@ -397,22 +397,32 @@ impl RuntimeReport {
     }
 }
 
+/// A signal's name, and what it says of the process.
+pub(crate) fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        11 => "SIGSEGV (segmentation fault)",
+        6 => "SIGABRT (abort)",
+        7 => "SIGBUS",
+        4 => "SIGILL",
+        9 => "SIGKILL",
+        8 => "SIGFPE",
+        _ => "a signal",
+    }
+}
+
+/// Whether a process killed by `signal` died of what it ran (a crash), not
+/// of something from outside (the out-of-memory killer, a stop request).
+pub(crate) fn crash_signal(signal: i32) -> bool {
+    matches!(signal, 4 | 6 | 7 | 8 | 11)
+}
+
 fn describe_exit(status: Option<ExitStatus>) -> String {
     let Some(status) = status else { return "vanished".into() };
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
         if let Some(sig) = status.signal() {
-            let name = match sig {
-                11 => "SIGSEGV (segmentation fault)",
-                6 => "SIGABRT (abort)",
-                7 => "SIGBUS",
-                4 => "SIGILL",
-                9 => "SIGKILL",
-                8 => "SIGFPE",
-                _ => "a signal",
-            };
-            return format!("was killed by signal {sig}, {name}");
+            return format!("was killed by signal {sig}, {}", signal_name(sig));
         }
     }
     format!("exited early with {status}")

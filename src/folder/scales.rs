@@ -63,12 +63,16 @@ pub struct Scales {
     /// inverse square root.
     #[serde(default)]
     pub head_dim: Option<f64>,
+    /// Fields the config states that change what the model computes but
+    /// that no audit reads here: (field, why), said as information.
+    #[serde(default)]
+    pub unread: Vec<(String, String)>,
 }
 
 impl Scales {
     /// Whether the config states nothing to audit.
     pub fn is_empty(&self) -> bool {
-        self.scales.is_empty() && self.alibi.is_none()
+        self.scales.is_empty() && self.alibi.is_none() && self.unread.is_empty()
     }
 }
 
@@ -159,6 +163,20 @@ pub fn from_config(config: &Value) -> Scales {
                     s,
                     format!("config.json: scale_emb {} (MiniCPM multiplies the token embeddings by it)", fmt(s)),
                 );
+            }
+            // Applied by MiniCPM's own (remote) modeling code, which the
+            // pinned transformers does not ship: no export of it could be
+            // compared with PyTorch, so the constant is not read — said.
+            for (key, what) in [
+                ("scale_depth", "each layer's residual branch scaled by scale_depth / √num_hidden_layers"),
+                ("dim_model_base", "the last hidden state divided by hidden_size / dim_model_base before the head"),
+            ] {
+                if let Some(x) = num(v, key) {
+                    out.unread.push((
+                        format!("config.json: {key} {} ({what})", fmt(x)),
+                        "MiniCPM's modeling code is remote (trust_remote_code), not in transformers 4.57, so no MiniCPM export was compared with PyTorch to learn where the graph applies it; compare with `--source` instead".into(),
+                    ));
+                }
             }
         }
         _ => {}
@@ -270,5 +288,19 @@ mod tests {
         assert_eq!((s.scales[1].site, s.scales[1].factor), (Site::Logits, 0.125));
         let v: Value = serde_json::json!({"model_type": "llama", "logits_scaling": 8.0});
         assert!(from_config(&v).is_empty(), "only a family that applies the field");
+    }
+
+    #[test]
+    fn minicpm_s_depth_scale_is_said_unread_not_guessed() {
+        let v: Value =
+            serde_json::json!({"model_type": "minicpm", "scale_emb": 12, "scale_depth": 1.4, "dim_model_base": 256});
+        let s = from_config(&v);
+        assert_eq!(s.scales.len(), 1);
+        let unread: Vec<&str> = s.unread.iter().map(|(w, _)| w.as_str()).collect();
+        assert!(
+            unread[0].starts_with("config.json: scale_depth 1.4")
+                && unread[1].starts_with("config.json: dim_model_base 256"),
+            "{unread:?}"
+        );
     }
 }

@@ -74,19 +74,20 @@ pub(crate) fn start(mut cmd: Command, timeout: Duration, lease: Option<Lease>) -
     Ok(Started { waiter, stop, out, err, deadline: Instant::now() + timeout })
 }
 
-/// How [`Started::answer`] begins a process's death by a signal.
+/// How [`Started::answer`] begins a process's death by a crash signal.
 pub(crate) const DIED: &str = "its process was killed by signal";
 
-fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        4 => "SIGILL",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL, as the out-of-memory killer does",
-        11 => "SIGSEGV, a segmentation fault",
-        _ => "a signal",
-    }
+/// The crash signal that killed a process: a segmentation fault, an abort,
+/// … (the out-of-memory killer's or a stop request's say nothing of the folder).
+#[cfg(unix)]
+fn crashed(status: std::process::ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal().filter(|s| crate::engine::runtime_report::crash_signal(*s))
+}
+
+#[cfg(not(unix))]
+fn crashed(_: std::process::ExitStatus) -> Option<i32> {
+    None
 }
 
 impl Started {
@@ -101,13 +102,10 @@ impl Started {
         let line = out.lines().rev().find(|l| l.trim_start().starts_with('{'));
         line.and_then(|l| serde_json::from_str(l).ok()).ok_or_else(|| {
             let said = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("nothing");
-            // Killed by a signal: the consumer's process died on the folder (ONNX Runtime crashed in it).
-            use std::os::unix::process::ExitStatusExt;
-            if let Some(signal) = status.signal() {
-                return format!(
-                    "{DIED} {signal} ({}) before printing its result (stderr: {said})",
-                    signal_name(signal)
-                );
+            // Killed by a crash signal: the consumer's process died on the folder (ONNX Runtime crashed in it).
+            if let Some(signal) = crashed(status) {
+                let name = crate::engine::runtime_report::signal_name(signal);
+                return format!("{DIED} {signal}, {name}, before printing its result (stderr: {said})");
             }
             format!("it printed no result (stderr: {said})")
         })

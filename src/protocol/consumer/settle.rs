@@ -12,9 +12,10 @@ fn genai_agreed(found: &[Finding]) -> bool {
     })
 }
 
-/// Downgrades what `found` (the consumers' runs) refutes in `report` and
-/// recomputes the verdicts.
+/// Adds `found` (the consumers' runs) to `report`, downgrades what they
+/// refute or confirm as a consumer's own limitation, and recomputes the verdicts.
 pub fn settle(report: &mut FolderReport, found: &[Finding]) {
+    report.findings.extend(found.iter().cloned());
     predicted_failures(report);
     if genai_agreed(found) {
         genai_refutes(report);
@@ -28,24 +29,32 @@ pub fn settle(report: &mut FolderReport, found: &[Finding]) {
 /// num_attention_heads): the run confirms the warning, it does not fail the
 /// export. Any other failure of the consumer stays an error.
 fn predicted_failures(report: &mut FolderReport) {
-    let foreseen = report
+    let foreseen: Vec<String> = report
         .findings
         .iter()
         .chain(report.files.iter().flat_map(|f| &f.report.findings))
-        .any(|f| f.code == Code::ConsumerSize && f.severity == Severity::Warning && f.message.contains("optimum"));
-    // ONNX Runtime names the first past it validates, not always layer 0's.
-    let rejects_a_past = |m: &str| {
-        m.split("invalid dimensions for input: ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .is_some_and(|name| name.contains(".key") || name.contains(".value"))
+        .filter(|f| f.code == Code::ConsumerSize && f.severity == Severity::Warning && f.message.contains("optimum"))
+        .map(|f| f.message.clone())
+        .collect();
+    // ONNX Runtime's "invalid dimensions for input: NAME … Got: G Expected: E"
+    // on a past (it names the first past it validates, not always layer 0's),
+    // with the very sizes the warning foresaw.
+    let foresaw = |m: &str| -> bool {
+        let Some(rest) = m.split("invalid dimensions for input: ").nth(1) else { return false };
+        let past = rest.split_whitespace().next().is_some_and(|n| n.contains(".key") || n.contains(".value"));
+        let num = |key: &str| rest.split(key).nth(1).and_then(|r| r.split_whitespace().next()).map(str::to_string);
+        let (Some(got), Some(expected)) = (num("Got:"), num("Expected:")) else { return false };
+        past && foreseen.iter().any(|w| {
+            let fed =
+                w.contains(&format!("with {got} heads where")) || w.contains(&format!("head size of {got} where"));
+            fed && w.contains(&format!("have {expected} ("))
+        })
     };
     for f in report.findings.iter_mut().filter(|f| {
-        foreseen
-            && f.code == Code::ConsumerRun
+        f.code == Code::ConsumerRun
             && f.severity == Severity::Error
             && f.message.starts_with("optimum fails")
-            && rejects_a_past(&f.message)
+            && foresaw(&f.message)
     }) {
         f.severity = Severity::Warning;
         f.message.push_str(
@@ -103,13 +112,18 @@ mod tests {
 
     #[test]
     fn a_consumer_s_failure_fails_the_folder_unless_foreseen_as_its_own_limitation() {
-        let failed = Finding::error(Code::ConsumerRun, "optimum fails on this folder at generate: Got invalid dimensions for input: past_key_values.1.key for the following indices");
-        let mut r = folder(std::slice::from_ref(&failed));
+        let failed = Finding::error(Code::ConsumerRun, "optimum fails on this folder at generate: Got invalid dimensions for input: past_key_values.1.key for the following indices index: 1 Got: 4 Expected: 2 Please fix");
+        let foreseen = |heads: i64| {
+            Finding::warning(Code::ConsumerSize, format!("model.onnx: optimum-onnx 0.1.0's ORTModelForCausalLM feeds its first, empty past `past_key_values.0.key` with {heads} heads where the graph and config.json's num_key_value_heads have 2 (it reads …)"))
+        };
+        let mut r = folder(&[]);
         settle(&mut r, std::slice::from_ref(&failed));
         assert_eq!(r.verdict, Verdict::Fail);
-        let mut r = folder(std::slice::from_ref(&failed));
-        r.findings
-            .push(Finding::warning(Code::ConsumerSize, "model.onnx: optimum-onnx 0.1.0's ORTModelForCausalLM feeds …"));
+        // Foreseen with other sizes: still the folder's failure.
+        let mut r = folder(&[foreseen(8)]);
+        settle(&mut r, std::slice::from_ref(&failed));
+        assert_eq!(r.verdict, Verdict::Fail);
+        let mut r = folder(&[foreseen(4)]);
         settle(&mut r, std::slice::from_ref(&failed));
         assert_eq!(r.verdict, Verdict::Pass);
         assert!(r.findings.iter().all(|f| f.severity != Severity::Error), "{:?}", r.findings);

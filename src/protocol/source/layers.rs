@@ -8,15 +8,40 @@ use crate::diagnose::graph_edit::FlatNode;
 use serde::Deserialize;
 use std::collections::{HashMap, HashSet};
 
-/// The checkpoint's hidden states at each compared step's position.
+/// Where the checkpoint's program left its hidden states.
 #[derive(Debug, Deserialize)]
-pub(super) struct Hidden {
+pub(super) struct Saved {
     /// The layer stack's module path (`model.layers`, `model.decoder.layers`).
+    path: String,
+    /// `[steps, 1 + layers, hidden]` float32 (.npy): the first layer's
+    /// input, then each layer's output, at each compared step's position.
+    file: std::path::PathBuf,
+}
+
+/// The checkpoint's hidden states at each compared step's position.
+#[derive(Debug)]
+pub(super) struct Hidden {
+    /// The layer stack's module path.
     pub(super) path: String,
     /// The first layer's input, per step.
     pub(super) embeddings: Vec<Vec<f64>>,
     /// Each layer's output, per step.
     pub(super) layers: Vec<Vec<Vec<f64>>>,
+}
+
+impl Saved {
+    /// The hidden states, read from the program's .npy.
+    pub(super) fn read(&self) -> Result<Hidden, String> {
+        let a = crate::engine::npy::read_f32(&self.file)?;
+        let &[steps, rows, width] = a.shape() else { return Err(format!("hidden states of shape {:?}", a.shape())) };
+        let flat: Vec<f64> = a.iter().map(|v| f64::from(*v)).collect();
+        let row = |s: usize, r: usize| flat[(s * rows + r) * width..(s * rows + r + 1) * width].to_vec();
+        Ok(Hidden {
+            path: self.path.clone(),
+            embeddings: (0..steps).map(|s| row(s, 0)).collect(),
+            layers: (0..steps).map(|s| (1..rows).map(|r| row(s, r)).collect()).collect(),
+        })
+    }
 }
 
 /// The graph's tensors that may hold what the checkpoint's hooks saw.
@@ -76,14 +101,17 @@ pub(super) fn candidates(nodes: &[FlatNode], path: &str, layers: usize) -> Optio
     Some(out)
 }
 
-/// max |Δ| of `g` against `h`, and that relative to `h`'s largest magnitude.
+/// max |Δ| of `g` against `h`, and ‖Δ‖ / ‖h‖: relative over the whole
+/// vector, so a few outlying dimensions (large in Llama-family residual
+/// streams) do not hide a departure in the others.
 fn gap(g: &[f32], h: &[f64]) -> Option<(f64, f64)> {
     if g.len() != h.len() || h.is_empty() {
         return None;
     }
-    let d = g.iter().zip(h).map(|(a, b)| (f64::from(*a) - b).abs()).fold(0.0, f64::max);
-    let scale = h.iter().map(|v| v.abs()).fold(0.0, f64::max).max(1e-12);
-    Some((d, d / scale))
+    let d: Vec<f64> = g.iter().zip(h).map(|(a, b)| f64::from(*a) - b).collect();
+    let max = d.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    Some((max, norm(&d) / norm(h).max(1e-12)))
 }
 
 /// The closest of `names` to `h` in `values`: (name, max |Δ|, relative).
@@ -111,27 +139,40 @@ pub(super) fn locate(
     let mut worst = 0.0f64;
     match closest(&c.embeddings, &values, emb) {
         Some((t, d, r)) if r > bound => {
-            return format!("it starts before the first layer: what enters {}0/ (`{t}`) is {d:.3e} from the checkpoint's input of {path}.0 ({r:.1e} of its largest value): the embeddings (or what scales them) differ", c.prefix);
+            return format!("it starts before the first layer: what enters {}0/ (`{t}`) is max |Δ| {d:.3e} from the checkpoint's input of {path}.0 ({r:.1e} relative): the embeddings (or what scales them) differ", c.prefix);
         }
         Some((_, _, r)) => worst = worst.max(r),
         None => {}
     }
+    let mut found = Vec::new();
     for (i, h) in layers.iter().enumerate() {
-        let Some((t, d, r)) = c.layers.get(i).and_then(|names| closest(names, &values, h)) else {
+        let Some(best) = c.layers.get(i).and_then(|names| closest(names, &values, h)) else {
             return format!(
                 "where it starts was not located: no tensor of the graph's {}{i}/ has the width of {path}.{i}'s output",
                 c.prefix
             );
         };
-        if r > bound {
-            let before = if i == 0 {
-                "what enters it agrees".to_string()
-            } else {
-                format!("the layers before it agree (within {worst:.1e})")
-            };
-            return format!("the first departing layer is {path}.{i} (the graph's {}{i}/, its output `{t}`): {d:.3e} from the checkpoint's, {r:.1e} of its largest value, where {before}", c.prefix);
+        found.push(best);
+    }
+    if let Some(i) = found.iter().position(|(_, _, r)| *r > bound) {
+        // A departure carries on through the residual stream: a layer that
+        // agrees after one that departs means the scopes do not cut the
+        // stream where the checkpoint's layers do (a builder that adds the
+        // residual in the next layer's fused norm), so no layer is named.
+        if let Some(j) = found[i..].iter().position(|(_, _, r)| *r <= bound) {
+            return format!("where it starts was not located: {path}.{i} departs but {path}.{} agrees again, so the graph's {} scopes do not cut the residual stream where the checkpoint's layers end", i + j, c.prefix);
         }
-        worst = worst.max(r);
+        let (t, d, r) = found[i];
+        worst = found[..i].iter().fold(worst, |w, (_, _, r)| w.max(*r));
+        let before = if i == 0 {
+            "what enters it agrees".to_string()
+        } else {
+            format!("the layers before it agree (within {worst:.1e})")
+        };
+        return format!("the first departing layer is {path}.{i} (the graph's {}{i}/, its output `{t}`): max |Δ| {d:.3e} from the checkpoint's, {r:.1e} relative (‖Δ‖ / ‖h‖), where {before}", c.prefix);
+    }
+    for (_, _, r) in &found {
+        worst = worst.max(*r);
     }
     format!("every layer agrees with the checkpoint (within {worst:.1e} relative, {} layers and what enters them): it starts after the last layer, in what turns its output into logits (final norm, head, logits scaling)", layers.len())
 }

@@ -34,9 +34,10 @@ struct Answer {
     error: Option<String>,
     stage: Option<String>,
     sequences: Vec<Sequence>,
-    /// The first sequence's hidden states (absent: no layer stack found).
+    /// Where the first sequence's hidden states were saved (absent: no
+    /// layer stack found).
     #[serde(default)]
-    hidden: Option<layers::Hidden>,
+    hidden: Option<layers::Saved>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -127,9 +128,17 @@ pub fn compare(dir: &Path, checkpoint: &Path, timeout: Duration) -> Vec<Finding>
             "ask": f.top.iter().map(|s| s.iter().map(|(t, _)| *t).collect::<Vec<_>>()).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     });
+    // The checkpoint's hidden states go to a file of the system's temporary
+    // folder (a large model's would not fit a JSON line), removed after.
+    let hidden_to = std::env::temp_dir().join(format!("onnx-contract-hidden-{}.npy", std::process::id()));
+    let mut spec = spec;
+    spec["hidden_to"] = serde_json::json!(hidden_to);
     let mut cmd = std::process::Command::new("python3");
     cmd.args(["-c", PROGRAM, &checkpoint.to_string_lossy(), &spec.to_string()]);
-    let answer: Answer = match super::consumer::run_program(cmd, timeout) {
+    let answer = super::consumer::run_program::<Answer>(cmd, timeout);
+    let hidden = answer.as_ref().ok().and_then(|a| a.hidden.as_ref()).map(layers::Saved::read);
+    let _ = std::fs::remove_file(&hidden_to);
+    let answer: Answer = match answer {
         Ok(a) => a,
         Err(why) => return vec![error(format!("--source: the checkpoint's run: {why}"))],
     };
@@ -152,9 +161,12 @@ pub fn compare(dir: &Path, checkpoint: &Path, timeout: Duration) -> Vec<Finding>
     for (n, (f, s)) in files.iter().zip(&answer.sequences).enumerate() {
         let (mut finding, departed) = judge(f, s, &ids, checkpoint);
         // Where the folder's own file departs, the layer it starts in.
-        if let (0, Some(step), Some(hidden)) = (n, departed, answer.hidden.as_ref()) {
+        if let (0, Some(step), Some(hidden)) = (n, departed, hidden.as_ref()) {
             let bound = bound_of(&f.tolerance);
-            finding.cause = Some(start_of(&p, dir, &ids, &f.tokens[..step], step, hidden, bound));
+            finding.cause = Some(match hidden {
+                Ok(h) => start_of(&p, dir, &ids, &f.tokens[..step], step, h, bound),
+                Err(e) => format!("where it starts was not located: the checkpoint's hidden states: {e}"),
+            });
         }
         out.push(finding);
     }
