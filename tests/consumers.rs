@@ -12,11 +12,13 @@ use serde_json::Value;
 /// `check models/DIR --format json` with the consumers' own generation (the
 /// other tests leave it out).
 fn check_folder(dir: &str) -> (i32, Value) {
-    let out = bin()
-        .env_remove(NO_CONSUMER_RUN)
-        .args(["check", &format!("models/{dir}"), "--format", "json", "--no-fetch"])
-        .output()
-        .unwrap();
+    check_path(&format!("models/{dir}"))
+}
+
+/// [`check_folder`] on any folder.
+fn check_path(dir: &str) -> (i32, Value) {
+    let out =
+        bin().env_remove(NO_CONSUMER_RUN).args(["check", dir, "--format", "json", "--no-fetch"]).output().unwrap();
     let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{dir}: not JSON ({e}): {out:?}"));
     (out.status.code().unwrap_or(-1), v)
 }
@@ -347,12 +349,7 @@ fn an_encoder_decoder_s_own_generation_is_compared() {
     let mut config: Value = serde_json::from_slice(&std::fs::read(from.join("config.json")).unwrap()).unwrap();
     config["transformers.js_config"] = serde_json::json!({"dtype": "q8"});
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
-    let out = bin()
-        .env_remove(NO_CONSUMER_RUN)
-        .args(["check", path_str(&dir), "--format", "json", "--no-fetch"])
-        .output()
-        .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, r) = check_path(path_str(&dir));
     let s = runs(&r);
     assert!(
         s.iter().any(|(sev, m)| sev == "info"
@@ -403,12 +400,7 @@ fn the_consumers_own_runs_settle_what_they_refute_and_are_compared_file_for_file
     let mut config: Value = serde_json::from_slice(&std::fs::read(src.join("config.json")).unwrap()).unwrap();
     config["transformers.js_config"] = serde_json::json!({"dtype": {"model": "q8"}});
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
-    let out = bin()
-        .env_remove(NO_CONSUMER_RUN)
-        .args(["check", path_str(&dir), "--format", "json", "--no-fetch"])
-        .output()
-        .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (_, r) = check_path(path_str(&dir));
     std::fs::remove_dir_all(&dir).ok();
     let run = all_findings(&r).into_iter().find(|f| f["code"] == "consumer-run").cloned().unwrap();
     assert_eq!(run["severity"], "info", "{run:#}");

@@ -206,16 +206,22 @@ fn an_encoder_that_crashes_onnx_runtime_is_that_files_finding_and_the_decoder_is
     assert_eq!(d["verdict"], "pass", "{:#}", d["findings"]);
     // `--repro`: the Attention alone (its weights read from the external data
     // into the reduction) kills a Python child too; the folder is not left empty.
-    let dir = std::env::temp_dir().join(format!("onnx-contract-whisper-crash-{}", std::process::id()));
+    encoder_crash_reproduces("whisper-genai", "encoder");
+}
+
+/// `check models/FOLDER --repro DIR` keeps the reduction of the crash in
+/// `ENCODER.onnx`, and its script kills a Python child too.
+fn encoder_crash_reproduces(folder: &str, encoder: &str) {
+    let dir = std::env::temp_dir().join(format!("onnx-contract-{folder}-crash-{}", std::process::id()));
     let out = bin()
-        .env(NO_CONSUMER_RUN, "1")
-        .args(["check", "models/whisper-genai", "--format", "json", "--no-fetch", "--repro", path_str(&dir)])
+        .args(["check", &format!("models/{folder}"), "--format", "json", "--no-fetch", "--repro", path_str(&dir)])
         .output()
         .unwrap();
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let c = file_report(&r, "encoder.onnx")["findings"][0]["cause"].as_str().unwrap().to_string();
-    assert!(c.contains("reproduced by 1 node(s) alone in") && c.contains("encoder-crash"), "{c}");
-    let ran = std::process::Command::new("python3").arg(dir.join("encoder-crash/repro.py")).output().unwrap();
+    let c = file_report(&r, &format!("{encoder}.onnx"))["findings"][0]["cause"].as_str().unwrap().to_string();
+    assert!(c.contains("reproduced by 1 node(s) alone in") && c.contains(&format!("{encoder}-crash")), "{c}");
+    let ran =
+        std::process::Command::new("python3").arg(dir.join(format!("{encoder}-crash/repro.py"))).output().unwrap();
     assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stdout));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -241,17 +247,7 @@ fn a_crash_mid_graph_is_bisected_to_its_node() {
         assert_eq!(file_report(&r, d)["verdict"], "pass", "{d}: {:#}", file_report(&r, d)["findings"]);
     }
     // `--repro`: the Div alone, its inputs captured, reproduces the death in a child.
-    let dir = std::env::temp_dir().join(format!("onnx-contract-encoder-crash-{}", std::process::id()));
-    let out = bin()
-        .args(["check", "models/crash-gather-oob", "--format", "json", "--no-fetch", "--repro", path_str(&dir)])
-        .output()
-        .unwrap();
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let c = file_report(&r, "encoder_model.onnx")["findings"][0]["cause"].as_str().unwrap().to_string();
-    assert!(c.contains("reproduced by 1 node(s) alone in") && c.contains("encoder_model-crash"), "{c}");
-    let ran = std::process::Command::new("python3").arg(dir.join("encoder_model-crash/repro.py")).output().unwrap();
-    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stdout));
-    let _ = std::fs::remove_dir_all(&dir);
+    encoder_crash_reproduces("crash-gather-oob", "encoder_model");
 }
 
 /// Issue 29: a crash inside the decoder, only on cached steps (the same

@@ -17,6 +17,21 @@ pub(crate) fn exposed_run(
     feeds: &[Feed],
     opts: &Options,
 ) -> Result<(Vec<graph_edit::FlatNode>, Outputs), String> {
+    let every = |nodes: &[graph_edit::FlatNode]| -> Vec<String> {
+        nodes.iter().flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).cloned()).collect()
+    };
+    exposing(env, model, feeds, opts, &every)
+}
+
+/// [`exposed_run`] with only the tensors `wanted` picks from the nodes the
+/// feeds run exposed (the rest of the graph cut away).
+pub(crate) fn exposing(
+    env: &ort::environment::Environment,
+    model: &Path,
+    feeds: &[Feed],
+    opts: &Options,
+    wanted: &dyn Fn(&[graph_edit::FlatNode]) -> Vec<String>,
+) -> Result<(Vec<graph_edit::FlatNode>, Outputs), String> {
     let bytes = std::fs::read(model).map_err(|e| format!("{}: {e}", model.display()))?;
     let flag = |cond: &str| -> Option<bool> {
         feeds.iter().find(|f| f.name == cond).and_then(|f| match &f.values {
@@ -25,8 +40,7 @@ pub(crate) fn exposed_run(
         })
     };
     let (path, nodes) = graph_edit::flatten(&bytes, &flag)?;
-    let wanted: Vec<String> = nodes.iter().flat_map(|n| n.outputs.iter().filter(|o| !o.is_empty()).cloned()).collect();
-    let edited = graph_edit::expose(&bytes, &path, &wanted)?;
+    let edited = graph_edit::expose(&bytes, &path, &wanted(&nodes))?;
     let builder = with_threads(Session::builder(env), opts.threads)
         .and_then(|b| Ok(b.with_optimization_level(ort::session::builder::GraphOptimizationLevel::Disable)?));
     let mut s = crate::engine::session::commit_edited(builder, &edited, model).map_err(|e| e.to_string())?;

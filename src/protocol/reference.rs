@@ -22,7 +22,17 @@ pub fn generate(
     ignore_eos: bool,
     beams: Option<usize>,
 ) -> Result<Generated, String> {
-    let report = run(p, dir, ids, features, max_new_tokens, ignore_eos, beams, None)?;
+    let report = run(p, dir, &|l| Reference {
+        ids: ids.clone(),
+        features: features.clone(),
+        max_new_tokens,
+        ignore_eos,
+        eos: l.eos,
+        // The emitted programs' default.
+        beams: beams.unwrap_or_else(|| usize::try_from(super::spec::default_beams(l)).unwrap_or(1).max(1)),
+        length_penalty: l.beams.1,
+        probe: None,
+    })?;
     report.generated.ok_or_else(|| "the reference run produced nothing".into())
 }
 
@@ -37,21 +47,25 @@ pub fn probe(
     tokens: Vec<i64>,
     names: Vec<String>,
 ) -> Result<Vec<(String, Vec<f32>)>, String> {
-    let probe = crate::engine::options::Probe { tokens, names };
-    let report = run(p, dir, ids, None, 0, true, Some(1), Some(probe))?;
+    let report = run(p, dir, &|l| Reference {
+        ids: ids.clone(),
+        features: None,
+        max_new_tokens: 0,
+        ignore_eos: true,
+        eos: l.eos,
+        beams: 1,
+        length_penalty: l.beams.1,
+        probe: Some(crate::engine::options::Probe { tokens: tokens.clone(), names: names.clone() }),
+    })?;
     report.probed.ok_or_else(|| "the probe run produced nothing".into())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The protocol's first form in `dir` run in a child with the reference
+/// `reference` makes from its loop.
 fn run(
     p: &Protocol,
     dir: &Path,
-    ids: Vec<i64>,
-    features: Option<PathBuf>,
-    max_new_tokens: usize,
-    ignore_eos: bool,
-    beams: Option<usize>,
-    probe: Option<crate::engine::options::Probe>,
+    reference: &dyn Fn(&super::table::Loop) -> Reference,
 ) -> Result<crate::engine::runtime_report::RuntimeReport, String> {
     let l = p.loops.iter().find(|l| l.form != "with-past-alone").ok_or("no decoder form to generate with")?;
     let plan = l.plan.clone().ok_or("no plan")?;
@@ -63,17 +77,7 @@ fn run(
         embed_tokens: l.embed.as_deref().map(file),
         no_cache_model: (l.form == "split-pair").then(|| file(&l.step0_file)),
         start_token: l.decoder_start,
-        reference: Some(Reference {
-            ids,
-            features,
-            max_new_tokens,
-            ignore_eos,
-            eos: l.eos,
-            // The emitted programs' default.
-            beams: beams.unwrap_or_else(|| usize::try_from(super::spec::default_beams(l)).unwrap_or(1).max(1)),
-            length_penalty: l.beams.1,
-            probe,
-        }),
+        reference: Some(reference(l)),
         ..Options::default()
     };
     let job = Job { model: file(&l.later_file), ort_lib: lib.path.clone(), plan, options };
