@@ -1,5 +1,5 @@
-//! Any bytes as config.json / genai_config.json: never a panic (sizes and
-//! rope fields alike); a genai
+//! Any bytes as config.json / genai_config.json: never a panic (sizes,
+//! rope fields and multipliers alike); a genai
 //! config that parses yields a contract that parses (or a clear error); every
 //! consumer's loading rules run on it (as config.json, generation_config.json
 //! and genai_config.json of a folder holding gpt2-tiny and a genai model).
@@ -24,6 +24,8 @@ fuzz_target!(|data: &[u8]| {
         }
         let _ = r.attention_scaling();
     }
+    // The multipliers, ALiBi slopes and fields said unread (MiniCPM's) a config states.
+    let _ = onnx_contract::folder::scales::from_config(&v);
     if let Ok(g) = GenaiConfig::from_value(&v) {
         let _ = g.contract(&g.config.sizes);
     }
