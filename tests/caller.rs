@@ -400,12 +400,14 @@ fn real_clients_replay_with_their_strategy_and_their_broken_twins_are_named() {
         // Two left-padded prompts × 4 beams as an application's own logger writes them (every
         // integer as values, floats as digests, no rows: to_v1.py --keep-ints): beams whose
         // origins the running scores do not predict are found by trying every gather's digest.
-        // Layer 0's gathers are shown; layer 1's re-run is not bit-exact with the caller's (from
-        // call 0 on), so its rows cannot be checked: said, not settled by layer 0's.
+        // Layer 0's gathers are shown. Layer 1's re-run is bit-exact with the caller's on some
+        // machines and not on others (ONNX Runtime's kernels differ by CPU): where it is, its
+        // gathers are checked too ("both fine"); where not, its rows cannot be checked and that
+        // is said, not settled by layer 0's ("cannot tell"). Never "caller".
         (
             "optimum-beam4-long-ints-v1",
             "models/llama-tiny",
-            "cannot tell",
+            "both fine or cannot tell",
             "beam search, 4 beams × batch 2; cache reordered at calls 2, 3, 4, 5, 6, 7",
             None,
         ),
@@ -508,8 +510,9 @@ fn real_clients_replay_with_their_strategy_and_their_broken_twins_are_named() {
     for (trace, model, fault, decoding, first) in cases {
         let path = format!("tests/traces/{trace}.jsonl");
         let (code, r) = json(&["replay", "--format", "json", &path, "--model", model]);
-        assert_eq!(r["at_fault"], *fault, "{trace}: {}", r["summary"]);
-        assert_eq!(code, if matches!(*fault, "both fine" | "cannot tell") { 0 } else { 2 }, "{trace}");
+        let at_fault = r["at_fault"].as_str().unwrap_or_default();
+        assert!(fault.split(" or ").any(|f| f == at_fault), "{trace}: {}", r["summary"]);
+        assert_eq!(code, if matches!(at_fault, "both fine" | "cannot tell") { 0 } else { 2 }, "{trace}");
         let line = r["decoding"].as_str().unwrap_or_default();
         assert!(line.contains(decoding), "{trace}: decoding {line:?}");
         let fed = r["reproduction"]["fed"].to_string();

@@ -91,27 +91,34 @@ fn values_recovered_from_digests_are_said() {
 /// gathered by the rows layer 0 showed (an estimate, never a verdict).
 #[test]
 fn the_hypothesis_a_feed_matched_is_said() {
-    let fed = |trace: &str, model: &str, verdict: &str| -> Vec<String> {
+    let fed = |trace: &str, model: &str| -> (String, Vec<String>) {
         let out = bin()
             .args(["replay", "--format", "json", &format!("tests/traces/{trace}.jsonl"), "--model", model])
             .output()
             .unwrap();
         let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(r["at_fault"], verdict, "{trace}: {}", r["summary"]);
-        r["reproduction"]["fed"].as_array().unwrap().iter().filter_map(|v| v.as_str().map(String::from)).collect()
+        let fed = r["reproduction"]["fed"].as_array().unwrap().iter().filter_map(|v| v.as_str().map(String::from));
+        (r["at_fault"].as_str().unwrap_or_default().to_string(), fed.collect())
     };
-    let s2s = fed("optimum-seq2seq-beam2-v1", "models/marian-tiny", "both fine");
+    let (verdict, s2s) = fed("optimum-seq2seq-beam2-v1", "models/marian-tiny");
+    assert_eq!(verdict, "both fine", "{s2s:#?}");
     assert!(
         s2s.iter()
             .any(|l| l.starts_with("an earlier output repeated per beam") && l.ends_with(": encoder_hidden_states")),
         "{s2s:#?}"
     );
-    // Layer 1's re-run is not bit-exact: fed its best estimate (gathered alike), judged "cannot tell".
-    let beams = fed("optimum-beam4-long-ints-v1", "models/llama-tiny", "cannot tell");
-    assert!(
-        beams.iter().any(|l| l.starts_with("the previous call's presents gathered by the rows another past")
-            && l.ends_with(": past_key_values.1.{key,value}")),
-        "{beams:#?}"
-    );
+    // Layer 1's re-run is bit-exact with the recording machine's on some CPUs only. Where it is
+    // not, it is fed its best estimate (gathered alike) and judged "cannot tell"; where it is,
+    // its own gathers are checked and the trace is "both fine". Never accused, never "seeded".
+    let (verdict, beams) = fed("optimum-beam4-long-ints-v1", "models/llama-tiny");
+    let estimated = beams.iter().any(|l| {
+        l.starts_with("the previous call's presents gathered by the rows another past")
+            && l.ends_with(": past_key_values.1.{key,value}")
+    });
+    match verdict.as_str() {
+        "cannot tell" => assert!(estimated, "{beams:#?}"),
+        "both fine" => assert!(!estimated, "{beams:#?}"),
+        other => panic!("optimum-beam4-long-ints-v1: {other}: {beams:#?}"),
+    }
     assert!(!beams.iter().any(|l| l.starts_with("seeded")), "{beams:#?}");
 }
