@@ -1,5 +1,7 @@
-//! Reads a NumPy `.npy` file of float32 or float64 (C order): the audio
-//! features a reference generation feeds an encoder, as `np.save` writes them.
+//! NumPy's `.npy` (C order): read as float32 or float64 — the audio
+//! features a reference generation feeds an encoder, as `np.save` writes
+//! them — and written, for the features every consumer and the reference
+//! are fed alike and for a reproduction's captured inputs.
 
 use ndarray::{ArrayD, IxDyn};
 use std::path::Path;
@@ -8,6 +10,31 @@ use std::path::Path;
 pub(crate) fn read_f32(path: &Path) -> Result<ArrayD<f32>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
     parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// One `.npy` file of `descr` (NumPy's type string, `<f4`) and `shape`
+/// holding `data` (format 1.0; the header padded so the data is 64-byte aligned).
+pub(crate) fn encode(descr: &str, shape: &[usize], data: &[u8]) -> Vec<u8> {
+    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+    let shape = match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    let total = 10 + header.len() + 1;
+    header.push_str(&" ".repeat((64 - total % 64) % 64));
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend((header.len() as u16).to_le_bytes());
+    out.extend(header.as_bytes());
+    out.extend(data);
+    out
+}
+
+/// Writes `values` of `shape` to `path` as float32.
+pub(crate) fn write_f32(path: &Path, shape: &[usize], values: &[f32]) -> Result<(), String> {
+    let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(path, encode("<f4", shape, &data)).map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }
 
 fn parse(bytes: &[u8]) -> Result<ArrayD<f32>, String> {
@@ -65,6 +92,9 @@ mod tests {
         let a = super::parse(&bytes).unwrap();
         assert_eq!(a.shape(), &[2, 3]);
         assert_eq!(a[[1, 2]], 5.0);
+        let written = super::encode("<f4", &[2, 3], &bytes[bytes.len() - 24..]);
+        assert_eq!((written.len() - 24) % 64, 0, "data 64-byte aligned");
+        assert_eq!(super::parse(&written).unwrap(), a);
         assert!(super::parse(b"nope").unwrap_err().contains("magic"));
         assert!(super::parse(&bytes[..bytes.len() - 4]).unwrap_err().contains("truncated"));
     }

@@ -29,20 +29,8 @@ fn descr(t: ElemType) -> Option<&'static str> {
 /// One `.npy` file (format 1.0; the header padded so the data is 64-byte aligned).
 pub(crate) fn npy(t: &Raw) -> Result<Vec<u8>, String> {
     let d = descr(t.dtype).ok_or_else(|| format!("`{}`: NumPy has no {} type", t.name, t.dtype))?;
-    let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
-    let shape = match dims.len() {
-        1 => format!("({},)", dims[0]),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let mut header = format!("{{'descr': '{d}', 'fortran_order': False, 'shape': {shape}, }}");
-    let total = 10 + header.len() + 1;
-    header.push_str(&" ".repeat((64 - total % 64) % 64));
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend((header.len() as u16).to_le_bytes());
-    out.extend(header.as_bytes());
-    out.extend(&t.data);
-    Ok(out)
+    let shape: Vec<usize> = t.shape.iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect();
+    Ok(crate::engine::npy::encode(d, &shape, &t.data))
 }
 
 /// Writes `tensors` to `path` as `input_0.npy`, `input_1.npy`, … in order

@@ -15,14 +15,13 @@ except Exception as e:  # not installed: said, never a silent pass
     print(json.dumps(out))
     sys.exit(0)
 folder, ids, new = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
-# MODE `audio=PATH:1x80x3000`: an audio model, fed seeded features of that
-# shape (saved to PATH for the tool's own reference), IDS the decoder's start.
+# MODE `audio=PATH:INPUT`: an audio model, fed the features in PATH (.npy,
+# the same the tool's own reference is fed), IDS the decoder's start. genai
+# names them `audio_features` whatever the encoder's input is called.
 mode = sys.argv[4] if len(sys.argv) > 4 else ""
 audio = None
 if mode.startswith("audio="):
-    path, shape = mode[len("audio="):].rsplit(":", 1)
-    audio = np.random.default_rng(0).standard_normal([int(d) for d in shape.split("x")]).astype(np.float32)
-    np.save(path, audio)
+    audio = np.load(mode[len("audio="):].rsplit(":", 1)[0])
 try:
     out["stage"] = "og.Model"
     config = og.Config(folder)

@@ -9,6 +9,7 @@
 //! it: never a silent pass. Nothing is written into the folder (the
 //! programs go to the system's temporary folder).
 
+mod audio;
 mod child;
 mod memory;
 mod references;
@@ -199,21 +200,6 @@ impl Drop for Running {
     }
 }
 
-/// An audio encoder-decoder's feature shape, `[1, …]`, when genai's config
-/// runs it (Whisper: `audio_features` of fixed mel bins and frames).
-fn audio_features(view: &View<'_>) -> Option<Vec<i64>> {
-    use crate::model::signature::Dim;
-    view.genai.as_ref()?;
-    let encoder = view.models.iter().find(|m| m.role == crate::folder::Role::Encoder)?;
-    let input = encoder.sig.inputs.iter().find(|p| p.ty.tensor_parts().is_some_and(|(e, _)| e.is_float()))?;
-    let (_, dims) = input.ty.tensor_parts()?;
-    let dims = dims?;
-    let fixed: Option<Vec<i64>> =
-        dims.iter().skip(1).map(|d| if let Dim::Fixed(v) = d { Some(*v) } else { None }).collect();
-    (dims.len() == 3).then_some(())?;
-    Some([vec![1], fixed?].concat())
-}
-
 fn info(message: String) -> Finding {
     Finding::new(Code::ConsumerNotRun, Severity::Info, message)
 }
@@ -240,32 +226,35 @@ pub fn start(
         return r;
     }
     let seq2seq = view.text_encoder_decoder();
-    // An audio encoder-decoder genai runs: both sides fed the same seeded features.
-    let audio = if seq2seq || view.text_decoder_only() { None } else { audio_features(view) };
+    // An audio encoder-decoder: every consumer and the reference fed the same seeded features.
+    let audio = if seq2seq || view.text_decoder_only() { None } else { audio::input(view) };
     let start = view.generation_value("decoder_start_token_id").and_then(|(_, v)| v.as_i64());
-    if let (Some(shape), Some(start)) = (audio.as_ref(), start) {
-        if let Some(t) = targets.iter().find(|t| t.consumer == Consumer::Genai) {
-            let path = std::env::temp_dir().join(format!("onnx-contract-audio-{}-{}.npy", std::process::id(), seq()));
-            let dims: Vec<String> = shape.iter().map(i64::to_string).collect();
-            let mode = format!("audio={}:{}", path.display(), dims.join("x"));
-            r.ids = vec![start];
-            r.features = Some(path);
-            let others: Vec<&str> = runnable.iter().filter(|c| **c != Consumer::Genai).map(|c| name(*c)).collect();
-            if !others.is_empty() {
-                r.note = Some(format!(
-                    "{}'s own generation needs the sound itself: not run on this audio model",
-                    others.join(" and ")
-                ));
+    if let (Some((input, shape)), Some(start)) = (audio, start) {
+        let path = match audio::write(&shape) {
+            Ok(p) => p,
+            Err(e) => {
+                r.note = Some(format!("the consumers' own generation was not run: the audio features: {e}"));
+                return r;
             }
-            let run = memory::Later::new(t, view, dir, &r.ids, &mode, timeout, budget.clone());
-            r.pending = vec![(Consumer::Genai, None, None, run.now_or_later())];
-            return r;
-        }
+        };
+        let mode = format!("audio={}:{input}", path.display());
+        r.ids = vec![start];
+        r.features = Some(path);
+        r.pending = targets
+            .iter()
+            .filter(runs)
+            .map(|t| {
+                let (file, encoder) = opened(view, t);
+                let run = memory::Later::new(t, view, dir, &r.ids, &mode, timeout, budget.clone());
+                (t.consumer, file, encoder, run.now_or_later())
+            })
+            .collect();
+        return r;
     }
     if !view.text_decoder_only() && !seq2seq {
         let who: Vec<&str> = runnable.iter().map(|c| name(*c)).collect();
         r.note = Some(format!(
-            "{}'s own generation is compared on text folders (decoder-only, or an encoder-decoder fed source ids); a multimodal or audio model needs its images or sound: not run on this folder",
+            "{}'s own generation is compared on text folders and on audio encoder-decoders (fed seeded features); a multimodal model needs its images: not run on this folder",
             who.join(" and ")
         ));
         return r;
@@ -282,14 +271,7 @@ pub fn start(
         .iter()
         .filter(runs)
         .map(|t| {
-            let (file, encoder) = match t.consumer {
-                Consumer::TransformersJs => {
-                    let files = crate::consumer::transformers_js::loaded_files(view, t.major);
-                    let encoder = files.iter().find(|f| f.contains("encoder")).cloned();
-                    (crate::consumer::transformers_js::loaded_decoder(view, t.major), encoder)
-                }
-                _ => (None, None),
-            };
+            let (file, encoder) = opened(view, t);
             // The class the program loads, told from the graphs, not from config.json's flag alone.
             let mode = if seq2seq { "seq2seq" } else { "causal" };
             let run = memory::Later::new(t, view, dir, &r.ids, mode, timeout, budget.clone());
@@ -297,6 +279,19 @@ pub fn start(
         })
         .collect();
     r
+}
+
+/// The decoder file consumer `t` opens when the folder's config chooses
+/// one (a transformers.js dtype variant), and the encoder it opens beside it.
+fn opened(view: &View<'_>, t: &Target) -> (Option<String>, Option<String>) {
+    match t.consumer {
+        Consumer::TransformersJs => {
+            let files = crate::consumer::transformers_js::loaded_files(view, t.major);
+            let encoder = files.iter().find(|f| f.contains("encoder")).cloned();
+            (crate::consumer::transformers_js::loaded_decoder(view, t.major), encoder)
+        }
+        _ => (None, None),
+    }
 }
 
 impl Running {
@@ -367,6 +362,13 @@ impl Running {
             // The file the consumer opened, when the folder has it and it is not the protocol's own.
             let first = p.loops.iter().find(|l| l.form != "with-past-alone").map(|l| l.later_file.as_str());
             let file = file.filter(|f| dir.join(f).is_file() && Some(f.as_str()) != first);
+            if let (Some(f), Some(_)) = (&file, &features) {
+                out.push(info(format!(
+                    "{who} opened {f}, a variant of an audio model: its generation ({:?}) is not compared (the reference fed the features runs the folder's first form only)",
+                    ran.tokens
+                )));
+                continue;
+            }
             if !references.iter().any(|(f, _, _)| *f == file) {
                 let (r, tolerance) = match &file {
                     None => (

@@ -2,10 +2,12 @@
 // application runs it (from_pretrained on the local folder, generate with
 // do_sample false, no tokenizer): written by `onnx-contract protocol`, run
 // by `onnx-contract check` in a child. Prints one JSON line.
-//   node transformers.mjs PACKAGE_DIR FOLDER IDS_JSON MAX_NEW_TOKENS [seq2seq|causal]
+//   node transformers.mjs PACKAGE_DIR FOLDER IDS_JSON MAX_NEW_TOKENS [seq2seq|causal|audio=PATH:INPUT]
 // PACKAGE_DIR: the @huggingface/transformers package folder. IDS_JSON is the
-// prompt, or an encoder-decoder's source ids (AutoModelForSeq2SeqLM); the
-// tokens printed are the new ones (after the decoder start token).
+// prompt, or an encoder-decoder's source ids (AutoModelForSeq2SeqLM), or an
+// audio model's decoder start (AutoModelForSpeechSeq2Seq, fed the float32
+// .npy PATH as INPUT); the tokens printed are the new ones (after the
+// decoder start token).
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -66,24 +68,40 @@ const encoderDecoder = () => {
         return false; // no readable config: from_pretrained says why
     }
 };
+// A float32 .npy (as np.save writes it, C order) as a Tensor.
+const readNpy = (file, Tensor) => {
+    const b = fs.readFileSync(file);
+    const start = b[6] === 1 ? 10 : 12;
+    const length = b[6] === 1 ? b.readUInt16LE(8) : b.readUInt32LE(8);
+    const header = b.subarray(start, start + length).toString('latin1');
+    if (!header.includes("'<f4'") || header.includes("'fortran_order': True")) throw new Error(`${file}: not a C-order float32 .npy`);
+    const shape = header.match(/'shape': \(([^)]*)\)/)[1].split(',').map((d) => d.trim()).filter(Boolean).map(Number);
+    const data = b.subarray(start + length);
+    return new Tensor('float32', new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.length)), shape);
+};
 try {
-    // MODE (seq2seq | causal), as `check` tells it from the graphs; else config.json's flag.
-    const seq2seq = mode ? mode === 'seq2seq' : encoderDecoder();
-    const { env, Tensor, AutoModelForCausalLM, AutoModelForSeq2SeqLM } = tjs;
+    // MODE (seq2seq | causal | audio=PATH:INPUT), as `check` tells it from the graphs; else config.json's flag.
+    const audio = mode?.startsWith('audio=') ? mode.slice('audio='.length).split(/:(?=[^:]*$)/) : null;
+    const seq2seq = audio ? true : mode ? mode === 'seq2seq' : encoderDecoder();
+    const { env, Tensor, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq } = tjs;
     env.allowRemoteModels = false;
     env.useFSCache = false;
     env.useBrowserCache = false;
     process.chdir(path.dirname(path.resolve(folder)));
     env.localModelPath = './';
     out.stage = 'from_pretrained';
-    const Auto = seq2seq ? AutoModelForSeq2SeqLM : AutoModelForCausalLM;
+    const Auto = audio ? AutoModelForSpeechSeq2Seq : seq2seq ? AutoModelForSeq2SeqLM : AutoModelForCausalLM;
     const model = await Auto.from_pretrained(path.basename(path.resolve(folder)), { device: 'cpu' });
     out.stage = 'generate';
     const input_ids = new Tensor('int64', BigInt64Array.from(ids.map(BigInt)), [1, ids.length]);
     const attention_mask = new Tensor('int64', new BigInt64Array(ids.length).fill(1n), [1, ids.length]);
+    // An audio model starts from the decoder start given (Whisper's generate would
+    // add language and task tokens the reference does not pick).
+    const inputs = audio
+        ? { [audio[1]]: readNpy(audio[0], Tensor), decoder_input_ids: [ids] }
+        : { input_ids, attention_mask };
     const seq = await model.generate({
-        input_ids,
-        attention_mask,
+        ...inputs,
         max_new_tokens: Number(maxNew),
         do_sample: false,
         num_beams: 1,
