@@ -507,8 +507,29 @@ def _export(module, args, path, input_names, output_names, dynamic_axes):
                           dynamic_axes=dynamic_axes, opset_version=18, do_constant_folding=True, dynamo=False)
 
 
+# The text model's sizes, copied to config.json's top level as the Hub's Qwen2-VL
+# configs have them: transformers.js reads qwen2_vl's cache sizes there
+# (src/configs.js: getNormalizedConfig), and transformers 4.57's save_pretrained
+# writes them under text_config only (qwen2vl-nested-config keeps that form, and
+# transformers.js 4.3.1 fails on it: "Missing the following inputs: past_key_values…").
+TOP_LEVEL_TEXT = ("hidden_size", "intermediate_size", "max_position_embeddings", "num_attention_heads",
+                  "num_hidden_layers", "num_key_value_heads", "rms_norm_eps", "rope_theta", "vocab_size")
+
+
+def write_config(path, cfg):
+    """As save_pretrained writes it: sorted keys, 2-space indent, a final newline."""
+    path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def flatten_text_config(path):
+    cfg = json.loads(path.read_text())
+    cfg.update({k: cfg["text_config"][k] for k in TOP_LEVEL_TEXT if k in cfg["text_config"]})
+    write_config(path, cfg)
+
+
 def gen_qwen2vl_tiny():
-    """torch.onnx.export (TorchScript) of the three wrappers; configs from save_pretrained."""
+    """torch.onnx.export (TorchScript) of the three wrappers; configs from
+    save_pretrained, the text sizes copied to the top level (TOP_LEVEL_TEXT)."""
     torch = _torch()
     _quiet_transformers()
     from transformers import Qwen2VLForConditionalGeneration
@@ -520,6 +541,7 @@ def gen_qwen2vl_tiny():
         qwen2vl_model().save_pretrained(tmp)
         for name in ("config.json", "generation_config.json"):
             shutil.copy(Path(tmp, name), out / name)
+        flatten_text_config(out / "config.json")
         model = Qwen2VLForConditionalGeneration.from_pretrained(tmp, attn_implementation="eager").eval()
     EmbedTokens, VisionEncoder, LanguageModel = _qwen2vl_wrappers()
     tc = model.config.text_config
@@ -587,6 +609,19 @@ def gen_qwen2vl_collapsed_rows():
     for name in ("config.json", "generation_config.json", "onnx/embed_tokens.onnx", "onnx/vision_encoder.onnx"):
         shutil.copy(src / name, out / name)
     collapse_rows(src / "onnx" / "decoder_model_merged.onnx", out / "onnx" / "decoder_model_merged.onnx")
+
+
+def gen_qwen2vl_nested_config():
+    """qwen2vl-tiny with config.json as transformers 4.57's save_pretrained
+    writes it: the text sizes under text_config only (broken for transformers.js)."""
+    src = OUT / "qwen2vl-tiny"
+    if not (src / "onnx" / "decoder_model_merged.onnx").exists():
+        gen_qwen2vl_tiny()
+    out = OUT / "qwen2vl-nested-config"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(src, out)
+    cfg = json.loads((src / "config.json").read_text())
+    write_config(out / "config.json", {k: v for k, v in cfg.items() if k not in TOP_LEVEL_TEXT})
 
 
 def rope_index(ids, grids, merge=QV_MERGE, image_token=QV_IMAGE):
@@ -854,6 +889,7 @@ GENERATORS = {
     "musicgen-tiny": gen_musicgen_tiny,
     "qwen2vl-tiny": gen_qwen2vl_tiny,
     "qwen2vl-collapsed-rows": gen_qwen2vl_collapsed_rows,
+    "qwen2vl-nested-config": gen_qwen2vl_nested_config,
 }
 
 
@@ -868,7 +904,12 @@ if __name__ == "__main__":
             verify_musicgen_tiny(OUT / name)
         elif name == "qwen2vl-tiny":
             torch_runs = verify_qwen2vl_tiny(OUT / name)
-        else:
+        elif name == "qwen2vl-collapsed-rows":
             verify_qwen2vl_collapsed_rows(OUT / name, torch_runs)
+        else:  # qwen2vl-nested-config: qwen2vl-tiny's graphs, only config.json differs
+            same = all((OUT / name / f).read_bytes() == (OUT / "qwen2vl-tiny" / f).read_bytes()
+                       for f in ("generation_config.json", "onnx/embed_tokens.onnx", "onnx/vision_encoder.onnx",
+                                 "onnx/decoder_model_merged.onnx"))
+            print(f"  {name}: graphs identical to qwen2vl-tiny's: {same}")
 
     fc.run_all(args, OUT, GENERATORS, verify)

@@ -461,3 +461,55 @@ fn each_consumer_s_own_audio_generation_is_compared_on_the_same_features() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// An image-text model's text path, generated from by transformers.js'
+/// image-text class on a text prompt alone (no image): Llava agrees with the
+/// reference; Qwen2-VL's departs where transformers.js 4.3.1 feeds its
+/// cached steps positions off by twice the prompt (its own bug: a warning,
+/// not the export's failure); a config keeping the text sizes under
+/// `text_config` only gives transformers.js no past — named statically with
+/// the fix, and by transformers.js' own failure.
+#[test]
+fn an_image_text_model_s_text_path_is_compared_in_transformers_js() {
+    let (code, r) = check_folder("tjs-vlm");
+    assert_eq!(code, 0, "{r:#}");
+    let run: Vec<&Value> = all_findings(&r).into_iter().filter(|f| f["code"] == "consumer-run").collect();
+    assert_eq!(run.len(), 1, "{run:#?}");
+    assert_eq!(run[0]["severity"], "info", "{run:#?}");
+    assert!(
+        run[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("transformers.js's own greedy generation gives the reference's tokens (16 compared"),
+        "{run:#?}"
+    );
+
+    let (code, r) = check_folder("qwen2vl-tiny");
+    assert_eq!(code, 0, "{r:#}");
+    let run: Vec<&Value> = all_findings(&r).into_iter().filter(|f| f["code"] == "consumer-run").collect();
+    assert_eq!(run.len(), 1, "{run:#?}");
+    let m = run[0]["message"].as_str().unwrap();
+    assert_eq!(run[0]["severity"], "warning", "{m}");
+    assert!(m.contains("departs from the model's uncached reference at new token 1"), "{m}");
+    assert!(m.contains("_get_text_only_rope_index") && m.ends_with("a consumer's fault, not the export's"), "{m}");
+
+    let (code, r) = check_folder("qwen2vl-nested-config");
+    assert_eq!(code, 2, "{r:#}");
+    let errors: Vec<(&str, &str)> = all_findings(&r)
+        .into_iter()
+        .filter(|f| f["severity"] == "error")
+        .map(|f| (f["code"].as_str().unwrap(), f["message"].as_str().unwrap()))
+        .collect();
+    assert!(
+        errors.iter().any(|(c, m)| *c == "consumer-size"
+            && m.contains("only under text_config")
+            && m.contains("copy text_config's num_hidden_layers")),
+        "{errors:#?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|(c, m)| *c == "consumer-run" && m.contains("Missing the following inputs: past_key_values.0.key")),
+        "{errors:#?}"
+    );
+}

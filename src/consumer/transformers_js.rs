@@ -152,7 +152,67 @@ pub fn check(view: &View<'_>, major: u32) -> Vec<Finding> {
         out.extend(external_data(view));
     }
     out.extend(decoder_start(view));
+    out.extend(cache_sizes(view));
     out
+}
+
+/// The model types whose cache sizes transformers.js reads from a
+/// sub-config (`src/configs.js: getNormalizedConfig`, 3.x and 4.3: the
+/// "Sub-configs" cases, plus moondream1, musicgen, multi_modality and
+/// vision-encoder-decoder); every other type is read at config.json's top level.
+const SUB_CONFIG_TYPES: &[&str] = &[
+    "llava",
+    "paligemma",
+    "gemma3",
+    "florence2",
+    "llava_onevision",
+    "idefics3",
+    "granite_speech",
+    "ultravox",
+    "voxtral",
+    "voxtral_realtime",
+    "smolvlm",
+    "gemma3n",
+    "gemma4",
+    "lfm2_vl",
+    "chatterbox",
+    "lighton_ocr",
+    "glm_ocr",
+    "mistral3",
+    "qwen2_5_vl",
+    "qwen3_vl",
+    "qwen3_vl_moe",
+    "moondream1",
+    "musicgen",
+    "multi_modality",
+    "vision-encoder-decoder",
+];
+
+/// transformers.js sizes the empty past of its first call from config.json
+/// (`src/configs.js: getNormalizedConfig` maps `num_layers` to
+/// `num_hidden_layers`, …, at the top level for every type it does not
+/// read from a sub-config). A config that keeps them only under
+/// `text_config` — as transformers' `save_pretrained` writes Qwen2-VL's —
+/// gets no past: the decoder's first call fails ("Missing the following
+/// inputs: past_key_values…").
+fn cache_sizes(view: &View<'_>) -> Option<Finding> {
+    let model_type = view.config_value("model_type")?.as_str()?;
+    let takes_past = view
+        .models
+        .iter()
+        .any(|m| m.role.is_decoder() && m.sig.inputs.iter().any(|i| i.name.starts_with("past_key_values")));
+    let top =
+        ["num_hidden_layers", "n_layer", "num_layers", "decoder_layers"].iter().any(|k| view.config_value(k).is_some());
+    let nested = view.config_value("text_config").and_then(|t| t.get("num_hidden_layers")).is_some();
+    if SUB_CONFIG_TYPES.contains(&model_type) || !takes_past || top || !nested {
+        return None;
+    }
+    Some(Finding::error(
+        Code::ConsumerSize,
+        format!(
+            "config.json keeps {model_type}'s layer and head counts only under text_config, and transformers.js reads them for this type at the top level (src/configs.js: getNormalizedConfig): it makes no past, so the decoder's first call fails (\"Missing the following inputs: past_key_values…\"); copy text_config's num_hidden_layers, num_attention_heads, num_key_value_heads, hidden_size (and head_dim) to the top level, as the Hub's {model_type} configs have them"
+        ),
+    ))
 }
 
 /// The highest ONNX IR version transformers.js 2's runtime reads:

@@ -144,6 +144,27 @@ impl<'a> View<'a> {
 }
 
 impl View<'_> {
+    /// Whether the folder is an image-text decoder a text prompt can drive
+    /// alone: decoder-only files (fed ids, or the embeddings its
+    /// `embed_tokens` file makes), one embeddings file, and vision encoders
+    /// whose features an application splices in only with an image.
+    pub fn image_text_decoder(&self) -> bool {
+        let role = |r: Role| self.models.iter().filter(|m| m.role == r).count();
+        role(Role::VisionEncoder) > 0
+            && role(Role::EmbedTokens) <= 1
+            && self.models.iter().any(|m| matches!(m.role, Role::DecoderOnly | Role::MergedDecoder))
+            && self.models.iter().all(|m| {
+                matches!(
+                    m.role,
+                    Role::DecoderOnly
+                        | Role::DecoderOnlyNoCache
+                        | Role::MergedDecoder
+                        | Role::EmbedTokens
+                        | Role::VisionEncoder
+                ) && !m.sig.inputs.iter().any(|i| i.name.contains("encoder_hidden_states"))
+            })
+    }
+
     /// Whether the folder is a text encoder-decoder: an encoder fed token
     /// ids and decoders fed its states, nothing else (no audio or vision
     /// input, no embeddings): the folders a consumer's seq2seq class

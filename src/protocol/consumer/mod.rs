@@ -11,6 +11,7 @@
 
 mod audio;
 mod child;
+mod compare;
 mod memory;
 mod references;
 mod settle;
@@ -23,6 +24,7 @@ pub use settle::settle;
 use crate::consumer::{Consumer, Target, View};
 use crate::finding::{Code, Finding, Severity};
 use child::Ran;
+use compare::{against_reference, one_line, text_only_departure, Reference};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -188,8 +190,10 @@ pub struct Running {
     /// Said instead of running (a folder no consumer program generates from).
     note: Option<String>,
     /// An audio model's seeded features (.npy, in the system's temporary
-    /// folder): written by the consumer's program, read by the reference.
+    /// folder): written here, read by the consumers' programs and the reference.
     features: Option<PathBuf>,
+    /// An image-text model given a text prompt alone.
+    text_only: bool,
 }
 
 impl Drop for Running {
@@ -221,7 +225,14 @@ pub fn start(
     // transformers.js 2's rules describe a layout its current release does not load.
     let runs = |t: &&Target| t.consumer != Consumer::TransformersJs || t.major >= 3;
     let runnable: Vec<Consumer> = targets.iter().filter(runs).map(|t| t.consumer).collect();
-    let mut r = Running { dir: dir.to_path_buf(), ids: Vec::new(), pending: Vec::new(), note: None, features: None };
+    let mut r = Running {
+        dir: dir.to_path_buf(),
+        ids: Vec::new(),
+        pending: Vec::new(),
+        note: None,
+        features: None,
+        text_only: false,
+    };
     if runnable.is_empty() {
         return r;
     }
@@ -251,7 +262,9 @@ pub fn start(
             .collect();
         return r;
     }
-    if !view.text_decoder_only() && !seq2seq {
+    // An image-text decoder is compared on a text prompt alone (no image).
+    let image_text = view.image_text_decoder();
+    if !view.text_decoder_only() && !seq2seq && !image_text {
         let who: Vec<&str> = runnable.iter().map(|c| name(*c)).collect();
         r.note = Some(format!(
             "{}'s own generation is compared on text folders and on audio encoder-decoders (fed seeded features); a multimodal model needs its images: not run on this folder",
@@ -259,10 +272,25 @@ pub fn start(
         ));
         return r;
     }
+    r.text_only = image_text;
     // onnxruntime-genai builds encoder-decoders for audio (Whisper) only.
-    let runs = |t: &&Target| runs(t) && !(seq2seq && t.consumer == Consumer::Genai);
+    // An image-text model's text path is generated from by transformers.js'
+    // image-text class; genai's multimodal models go through its processor and images.
+    let runs = |t: &&Target| {
+        runs(t)
+            && !(seq2seq && t.consumer == Consumer::Genai)
+            && !(image_text && t.consumer != Consumer::TransformersJs)
+    };
     if seq2seq && targets.iter().any(|t| t.consumer == Consumer::Genai) {
         r.note = Some("onnxruntime-genai's own generation was not run: it generates from encoder-decoders with audio input (Whisper) only, and this one is fed text".into());
+    }
+    let others: Vec<&str> =
+        runnable.iter().filter(|c| image_text && **c != Consumer::TransformersJs).map(|c| name(*c)).collect();
+    if !others.is_empty() {
+        r.note = Some(format!(
+            "{}'s own generation was not run: an image-text model is compared on transformers.js' text path only",
+            others.join(" and ")
+        ));
     }
     let vocab = view.logits_width().or_else(|| view.config_value("vocab_size").and_then(|v| v.as_i64())).unwrap_or(16);
     let prompt: &[i64] = if seq2seq { &SOURCE_IDS } else { &[1, 3, 14, 15] };
@@ -273,7 +301,13 @@ pub fn start(
         .map(|t| {
             let (file, encoder) = opened(view, t);
             // The class the program loads, told from the graphs, not from config.json's flag alone.
-            let mode = if seq2seq { "seq2seq" } else { "causal" };
+            let mode = if seq2seq {
+                "seq2seq"
+            } else if image_text {
+                "image-text"
+            } else {
+                "causal"
+            };
             let run = memory::Later::new(t, view, dir, &r.ids, mode, timeout, budget.clone());
             (t.consumer, file, encoder, run.now_or_later())
         })
@@ -313,7 +347,7 @@ impl Running {
                 return out;
             }
         };
-        let Some(plan) = text_plan(&p) else {
+        let Some(plan) = references::prompt_plan(&p) else {
             pending.into_iter().for_each(|(_, _, _, p)| p.stop());
             out.push(info(
                 "the consumers' own generation was not compared: no text decoder loop in the folder's protocol".into(),
@@ -389,7 +423,8 @@ impl Running {
                 (None, Some(_)) => format!("{who} (fed seeded audio features, the same as the reference)"),
                 (None, None) => who.to_string(),
             };
-            out.push(against_reference(r, tolerance, &ids, &who, &ran.tokens));
+            let found = against_reference(r, tolerance, &ids, &who, &ran.tokens);
+            out.push(if self.text_only { text_only_departure(found, plan.position_rows.is_some()) } else { found });
         }
         out
     }
@@ -404,69 +439,4 @@ pub fn compare(dir: &Path, view: &View<'_>, targets: &[Target], timeout: Duratio
 /// A program started as `cmd`, its one JSON line read within `timeout`.
 pub(crate) fn run_program<T: serde::de::DeserializeOwned>(cmd: Command, timeout: Duration) -> Result<T, String> {
     child::start(cmd, timeout, None)?.answer()
-}
-
-/// A consumer's error as one line (ONNX Runtime's messages run on over
-/// several), at most 600 characters.
-fn one_line(error: &str) -> String {
-    let joined = error.split_whitespace().collect::<Vec<_>>().join(" ");
-    match joined.char_indices().nth(600) {
-        Some((i, _)) => format!("{}…", &joined[..i]),
-        None => joined,
-    }
-}
-
-/// The reference's tokens and each step's top 5 (token, logit).
-type Reference = (Vec<i64>, Vec<Vec<(i64, f64)>>);
-
-/// The consumer's tokens against the tool's uncached reference. A token
-/// the consumer chose from a near tie — within what the model's numeric
-/// form explains between a cached and an uncached run (a quantized graph's
-/// activation ranges differ per call) — is agreement, said with its figure.
-fn against_reference(
-    reference: &Result<Reference, String>,
-    tolerance: &crate::plan::numeric::Tolerance,
-    ids: &[i64],
-    who: &str,
-    tokens: &[i64],
-) -> Finding {
-    let (reference, top) = match reference {
-        Ok((r, top)) => (r, top),
-        Err(e) => {
-            return Finding::new(
-                Code::ConsumerNotRun,
-                Severity::Info,
-                format!("{who} generated {tokens:?}; the tool's reference could not run to compare: {e}"),
-            )
-        }
-    };
-    let first = tokens.iter().zip(reference.iter()).position(|(a, b)| a != b);
-    // The consumer's token among the reference's top 5 at that step, and by how much it trails.
-    let trail = first.and_then(|k| {
-        let step = top.get(k)?;
-        let best = step.first()?.1;
-        let theirs = step.iter().find(|(t, _)| *t == tokens[k])?.1;
-        Some((k, best - theirs, (best - theirs) / best.abs().max(1e-9)))
-    });
-    if let Some((k, gap, rel)) = trail.filter(|(_, gap, rel)| !tolerance.exceeded(*gap, *rel)) {
-        return Finding::new(
-            Code::ConsumerRun,
-            Severity::Info,
-            format!("{who}'s own greedy generation agrees with the model's uncached reference up to new token {k}, where it takes {} over the reference's {}: a near tie ({gap:.2e} apart in the reference's logits, {rel:.1e} relative) within the tolerance of the model's numeric form ({}: {}), after which the two continue different texts", tokens[k], reference[k], tolerance.describe(), tolerance.reason),
-        );
-    }
-    match first {
-        Some(k) => Finding::error(
-            Code::ConsumerRun,
-            format!(
-                "{who}'s own greedy generation departs from the model's uncached reference at new token {k} (prompt {ids:?}): {who} gives {}, the reference {}; what the consumer feeds is not what the graph needs",
-                tokens[k], reference[k]
-            ),
-        ),
-        None => Finding::new(
-            Code::ConsumerRun,
-            Severity::Info,
-            format!("{who}'s own greedy generation gives the reference's tokens ({} compared, prompt {ids:?})", tokens.len().min(reference.len())),
-        ),
-    }
 }

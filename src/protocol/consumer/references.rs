@@ -23,6 +23,17 @@ pub fn text_plan(p: &crate::protocol::Protocol) -> Option<&crate::plan::Plan> {
         .filter(|pl| matches!(pl.family, crate::plan::Family::DecoderOnly | crate::plan::Family::Seq2Seq) && text)
 }
 
+/// The plan of `p`'s form a consumer generates from with a text prompt:
+/// [`text_plan`]'s, or a decoder-only form fed the embeddings of the
+/// folder's `embed_tokens` file (an image-text model's text path).
+pub(super) fn prompt_plan(p: &crate::protocol::Protocol) -> Option<&crate::plan::Plan> {
+    text_plan(p).or_else(|| {
+        let l = p.loops.iter().find(|l| l.form != "with-past-alone")?;
+        l.embed.as_ref()?;
+        l.plan.as_ref().filter(|pl| pl.family == crate::plan::Family::DecoderOnly)
+    })
+}
+
 /// The uncached reference of an encoder-decoder's dtype variant as a
 /// consumer opens it: the decoder file `decoder` (its own protocol, its own
 /// numeric form) fed by the states of `encoder` (the folder's first

@@ -2,12 +2,13 @@
 // application runs it (from_pretrained on the local folder, generate with
 // do_sample false, no tokenizer): written by `onnx-contract protocol`, run
 // by `onnx-contract check` in a child. Prints one JSON line.
-//   node transformers.mjs PACKAGE_DIR FOLDER IDS_JSON MAX_NEW_TOKENS [seq2seq|causal|audio=PATH:INPUT]
+//   node transformers.mjs PACKAGE_DIR FOLDER IDS_JSON MAX_NEW_TOKENS [seq2seq|causal|image-text|audio=PATH:INPUT]
 // PACKAGE_DIR: the @huggingface/transformers package folder. IDS_JSON is the
 // prompt, or an encoder-decoder's source ids (AutoModelForSeq2SeqLM), or an
 // audio model's decoder start (AutoModelForSpeechSeq2Seq, fed the float32
 // .npy PATH as INPUT); the tokens printed are the new ones (after the
-// decoder start token).
+// decoder start token). An image-text model (AutoModelForImageTextToText)
+// is given the text prompt alone.
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -83,14 +84,20 @@ try {
     // MODE (seq2seq | causal | audio=PATH:INPUT), as `check` tells it from the graphs; else config.json's flag.
     const audio = mode?.startsWith('audio=') ? mode.slice('audio='.length).split(/:(?=[^:]*$)/) : null;
     const seq2seq = audio ? true : mode ? mode === 'seq2seq' : encoderDecoder();
-    const { env, Tensor, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq } = tjs;
+    const { env, Tensor, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq, AutoModelForImageTextToText } = tjs;
     env.allowRemoteModels = false;
     env.useFSCache = false;
     env.useBrowserCache = false;
     process.chdir(path.dirname(path.resolve(folder)));
     env.localModelPath = './';
     out.stage = 'from_pretrained';
-    const Auto = audio ? AutoModelForSpeechSeq2Seq : seq2seq ? AutoModelForSeq2SeqLM : AutoModelForCausalLM;
+    const Auto = audio
+        ? AutoModelForSpeechSeq2Seq
+        : seq2seq
+          ? AutoModelForSeq2SeqLM
+          : mode === 'image-text'
+            ? AutoModelForImageTextToText
+            : AutoModelForCausalLM;
     const model = await Auto.from_pretrained(path.basename(path.resolve(folder)), { device: 'cpu' });
     out.stage = 'generate';
     const input_ids = new Tensor('int64', BigInt64Array.from(ids.map(BigInt)), [1, ids.length]);
