@@ -312,7 +312,13 @@ fn prepare<'a>(
         (None, _, _) => None,
         (Some(_), Some(path), _) => {
             let s = open(env, path, opts).map_err(|e| stop(Stage::Plan, format!("{}: {e}", path.display()), None))?;
-            Some(crate::engine::embed::Embedder::model(s).map_err(|m| stop(Stage::Plan, m, None))?)
+            let embedder = crate::engine::embed::Embedder::model(s).map_err(|m| stop(Stage::Plan, m, None))?;
+            match opts.reference.as_ref().and_then(|r| r.image.as_ref()) {
+                Some(image) => {
+                    Some(embedder.with_image(image_features(env, image, opts).map_err(|m| stop(Stage::Plan, m, None))?))
+                }
+                None => Some(embedder),
+            }
         }
         (Some(_), None, Some(w)) => Some(crate::engine::embed::Embedder::Seeded { width: w.max(1) as usize }),
         (Some(name), None, None) => {
@@ -382,4 +388,31 @@ pub(crate) fn run_in_process(job: &Job, source: &str) -> RuntimeReport {
     drive(job, &mut |ev| report.absorb(ev));
     report.finish(End::InProcess);
     report
+}
+
+/// The feature rows of `image` (its pixels through its vision encoder):
+/// the encoder's first output, `[…, rows, width]` taken as `[rows, width]`.
+fn image_features(
+    env: &ort::environment::Environment,
+    image: &crate::engine::options::Image,
+    opts: &crate::engine::options::Options,
+) -> Result<crate::engine::embed::Spliced, String> {
+    let named = |e: String| format!("{}: {e}", image.encoder.display());
+    let mut session = crate::engine::context::open(env, &image.encoder, opts).map_err(named)?;
+    let pixels = crate::engine::npy::read_f32(&image.pixels)?;
+    let (name, elem, _) = crate::engine::session::declared_inputs(&session)
+        .into_iter()
+        .find(|(_, e, _)| e.is_float())
+        .ok_or_else(|| named("no float input to feed the pixels".into()))?;
+    let out = crate::engine::session::run(
+        &mut session,
+        &[crate::engine::feeds::Feed { name, elem, values: crate::engine::feeds::Values::Float(pixels) }],
+    )
+    .map_err(|e| named(e.to_string()))?;
+    let first = out.infos.first().map(|i| i.name.clone()).ok_or_else(|| named("no output".into()))?;
+    let f = out.floats.get(&first).ok_or_else(|| named(format!("`{first}` is not float")))?;
+    let width = f.shape().last().copied().unwrap_or(0);
+    let rows = f.len().checked_div(width).unwrap_or(0);
+    let features = f.to_shape(ndarray::IxDyn(&[rows, width])).map_err(|e| named(e.to_string()))?.to_owned();
+    Ok(crate::engine::embed::Spliced { token: image.token, features })
 }

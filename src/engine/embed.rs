@@ -14,12 +14,46 @@ use ort::session::Session;
 
 /// Where embeddings come from.
 pub(crate) enum Embedder {
-    /// The folder's embedding model: its id input and its one output.
-    Model { session: Session, ids: String, ids_elem: ElemType },
+    /// The folder's embedding model: its id input and its one output, and
+    /// an image's feature rows spliced in at the image token.
+    Model { session: Session, ids: String, ids_elem: ElemType, image: Option<Box<Spliced>> },
     /// No embedding model in the folder: a seeded vector per token id (the
     /// same id always gets the same vector, so the cached and the uncached
     /// runs are fed alike and parity stays a fair measure).
     Seeded { width: usize },
+}
+
+/// An image's features and the token whose places they take: a row's k-th
+/// image token becomes feature row k, as transformers' `masked_scatter` and
+/// transformers.js' `default_merge_input_ids_with_image_features` do. An
+/// image token past the features (one the model generated) keeps its own
+/// embedding: transformers.js merges only on its prompt call.
+pub(crate) struct Spliced {
+    pub(crate) token: i64,
+    /// `[rows, width]`.
+    pub(crate) features: ArrayD<f32>,
+}
+
+impl Spliced {
+    fn apply(&self, ids: &ArrayD<i64>, v: &mut ArrayD<f32>) {
+        let (rows, width) = (self.features.shape()[0], self.features.shape()[1]);
+        let seq = ids.shape().last().copied().unwrap_or(0);
+        if v.shape().last() != Some(&width) || seq == 0 {
+            return;
+        }
+        let (Some(ids), Some(flat)) = (ids.as_slice(), self.features.as_slice()) else { return };
+        let Some(out) = v.as_slice_mut() else { return };
+        for (r, row) in ids.chunks(seq).enumerate() {
+            let mut k = 0;
+            for (j, id) in row.iter().enumerate() {
+                if *id == self.token && k < rows {
+                    let at = (r * seq + j) * width;
+                    out[at..at + width].copy_from_slice(&flat[k * width..(k + 1) * width]);
+                    k += 1;
+                }
+            }
+        }
+    }
 }
 
 impl Embedder {
@@ -29,16 +63,32 @@ impl Embedder {
             .into_iter()
             .find(|(_, e, _)| *e == ElemType::I64 || *e == ElemType::I32)
             .ok_or("the embedding model has no integer token-id input")?;
-        Ok(Embedder::Model { session, ids, ids_elem })
+        Ok(Embedder::Model { session, ids, ids_elem, image: None })
+    }
+
+    /// This embedder with `image` spliced into every prompt it embeds.
+    pub(crate) fn with_image(mut self, spliced: Spliced) -> Embedder {
+        if let Embedder::Model { image, .. } = &mut self {
+            *image = Some(Box::new(spliced));
+        }
+        self
     }
 
     fn vectors(&mut self, ids: &ArrayD<i64>) -> Result<ArrayD<f32>, String> {
         match self {
-            Embedder::Model { session, ids: name, ids_elem } => {
+            Embedder::Model { session, ids: name, ids_elem, image } => {
                 let feed = Feed { name: name.clone(), elem: *ids_elem, values: Values::Int(ids.clone()) };
                 let out = run(session, &[feed]).map_err(|e| format!("the embedding model failed: {e}"))?;
                 let first = out.infos.first().map(|i| i.name.clone()).ok_or("the embedding model gave no output")?;
-                out.floats.get(&first).cloned().ok_or_else(|| format!("the embedding model's `{first}` is not float"))
+                let mut v = out
+                    .floats
+                    .get(&first)
+                    .cloned()
+                    .ok_or_else(|| format!("the embedding model's `{first}` is not float"))?;
+                if let Some(image) = image {
+                    image.apply(ids, &mut v);
+                }
+                Ok(v)
             }
             Embedder::Seeded { width } => {
                 let mut shape = ids.shape().to_vec();
@@ -68,5 +118,24 @@ impl Embedder {
                 _ => Ok(f),
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Spliced;
+    use ndarray::{ArrayD, IxDyn};
+
+    #[test]
+    fn image_rows_take_the_image_tokens_places_in_order_and_no_more() {
+        let features = ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![10.0, 11.0, 20.0, 21.0]).unwrap();
+        let image = Spliced { token: 9, features };
+        // Two rows: [1, 9, 9, 9] (a third image token past the 2 feature rows) and [9, 2, 9, 3].
+        let ids = ArrayD::from_shape_vec(IxDyn(&[2, 4]), vec![1, 9, 9, 9, 9, 2, 9, 3]).unwrap();
+        let mut v = ArrayD::from_elem(IxDyn(&[2, 4, 2]), 0.0f32);
+        image.apply(&ids, &mut v);
+        let row = |r: usize, j: usize| (v[[r, j, 0]], v[[r, j, 1]]);
+        assert_eq!([row(0, 0), row(0, 1), row(0, 2), row(0, 3)], [(0.0, 0.0), (10.0, 11.0), (20.0, 21.0), (0.0, 0.0)]);
+        assert_eq!([row(1, 0), row(1, 1), row(1, 2), row(1, 3)], [(10.0, 11.0), (0.0, 0.0), (20.0, 21.0), (0.0, 0.0)]);
     }
 }

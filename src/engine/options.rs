@@ -182,6 +182,22 @@ pub struct Reference {
     /// position of an uncached run of the prompt and then these tokens.
     #[serde(default)]
     pub probe: Option<Probe>,
+    /// An image the prompt holds (its image tokens), through the folder's vision encoder.
+    #[serde(default)]
+    pub image: Option<Image>,
+}
+
+/// An image fed as an image-text application feeds it: the pixels through
+/// the folder's vision encoder, its feature rows taking the places of the
+/// prompt's image tokens.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Image {
+    /// The vision encoder.
+    pub encoder: PathBuf,
+    /// The pixels (.npy, float32), fed as the encoder's float input.
+    pub pixels: PathBuf,
+    /// The image token (config.json's `image_token_index` / `image_token_id`).
+    pub token: i64,
 }
 
 /// Tensors read at one uncached step (`--source`'s layer search).

@@ -32,6 +32,30 @@ pub fn generate(
         beams: beams.unwrap_or_else(|| usize::try_from(super::spec::default_beams(l)).unwrap_or(1).max(1)),
         length_penalty: l.beams.1,
         probe: None,
+        image: None,
+    })?;
+    report.generated.ok_or_else(|| "the reference run produced nothing".into())
+}
+
+/// Greedy generation of `max_new_tokens` from `ids`, a prompt holding
+/// `image`'s tokens (an image-text model's text path fed an image), in a child.
+pub fn generate_with_image(
+    p: &Protocol,
+    dir: &Path,
+    ids: Vec<i64>,
+    image: crate::engine::options::Image,
+    max_new_tokens: usize,
+) -> Result<Generated, String> {
+    let report = run(p, dir, &|l| Reference {
+        ids: ids.clone(),
+        features: None,
+        max_new_tokens,
+        ignore_eos: false,
+        eos: l.eos,
+        beams: 1,
+        length_penalty: l.beams.1,
+        probe: None,
+        image: Some(image.clone()),
     })?;
     report.generated.ok_or_else(|| "the reference run produced nothing".into())
 }
@@ -56,6 +80,7 @@ pub fn probe(
         beams: 1,
         length_penalty: l.beams.1,
         probe: Some(crate::engine::options::Probe { tokens: tokens.clone(), names: names.clone() }),
+        image: None,
     })?;
     report.probed.ok_or_else(|| "the probe run produced nothing".into())
 }

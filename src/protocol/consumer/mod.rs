@@ -9,9 +9,9 @@
 //! it: never a silent pass. Nothing is written into the folder (the
 //! programs go to the system's temporary folder).
 
-mod audio;
 mod child;
 mod compare;
+mod inputs;
 mod memory;
 mod references;
 mod settle;
@@ -194,11 +194,13 @@ pub struct Running {
     features: Option<PathBuf>,
     /// An image-text model given a text prompt alone.
     text_only: bool,
+    /// An image-text model fed an image: its pixels (.npy, removed on drop).
+    image: Option<crate::engine::options::Image>,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if let Some(f) = &self.features {
+        for f in self.features.iter().chain(self.image.as_ref().map(|i| &i.pixels)) {
             let _ = std::fs::remove_file(f);
         }
     }
@@ -232,16 +234,17 @@ pub fn start(
         note: None,
         features: None,
         text_only: false,
+        image: None,
     };
     if runnable.is_empty() {
         return r;
     }
     let seq2seq = view.text_encoder_decoder();
     // An audio encoder-decoder: every consumer and the reference fed the same seeded features.
-    let audio = if seq2seq || view.text_decoder_only() { None } else { audio::input(view) };
+    let audio = if seq2seq || view.text_decoder_only() { None } else { inputs::audio(view) };
     let start = view.generation_value("decoder_start_token_id").and_then(|(_, v)| v.as_i64());
     if let (Some((input, shape)), Some(start)) = (audio, start) {
-        let path = match audio::write(&shape) {
+        let path = match inputs::write("audio", &shape) {
             Ok(p) => p,
             Err(e) => {
                 r.note = Some(format!("the consumers' own generation was not run: the audio features: {e}"));
@@ -272,6 +275,31 @@ pub fn start(
         ));
         return r;
     }
+    let vocab = view.logits_width().or_else(|| view.config_value("vocab_size").and_then(|v| v.as_i64())).unwrap_or(16);
+    // An image-text model with an image it states enough to build: transformers.js fed it.
+    if let Some(image) = inputs::image(view, vocab).filter(|_| image_text) {
+        let path = match inputs::write("image", &image.shape) {
+            Ok(p) => p,
+            Err(e) => {
+                r.note = Some(format!("the consumers' own generation was not run: the image: {e}"));
+                return r;
+            }
+        };
+        let mode = format!("image-text={}:{}", path.display(), image.input);
+        r.ids = image.ids;
+        r.image =
+            Some(crate::engine::options::Image { encoder: dir.join(&image.encoder), pixels: path, token: image.token });
+        r.pending = targets
+            .iter()
+            .filter(|t| runs(t) && t.consumer == Consumer::TransformersJs)
+            .map(|t| {
+                let (file, encoder) = opened(view, t);
+                let run = memory::Later::new(t, view, dir, &r.ids, &mode, timeout, budget.clone());
+                (t.consumer, file, encoder, run.now_or_later())
+            })
+            .collect();
+        return r;
+    }
     r.text_only = image_text;
     // onnxruntime-genai builds encoder-decoders for audio (Whisper) only.
     // An image-text model's text path is generated from by transformers.js'
@@ -292,7 +320,6 @@ pub fn start(
             others.join(" and ")
         ));
     }
-    let vocab = view.logits_width().or_else(|| view.config_value("vocab_size").and_then(|v| v.as_i64())).unwrap_or(16);
     let prompt: &[i64] = if seq2seq { &SOURCE_IDS } else { &[1, 3, 14, 15] };
     r.ids = prompt.iter().map(|i| i % vocab.max(1)).collect();
     r.pending = targets
@@ -396,9 +423,9 @@ impl Running {
             // The file the consumer opened, when the folder has it and it is not the protocol's own.
             let first = p.loops.iter().find(|l| l.form != "with-past-alone").map(|l| l.later_file.as_str());
             let file = file.filter(|f| dir.join(f).is_file() && Some(f.as_str()) != first);
-            if let (Some(f), Some(_)) = (&file, &features) {
+            if let (Some(f), true) = (&file, features.is_some() || self.image.is_some()) {
                 out.push(info(format!(
-                    "{who} opened {f}, a variant of an audio model: its generation ({:?}) is not compared (the reference fed the features runs the folder's first form only)",
+                    "{who} opened {f}, a variant of an audio or image-text model: its generation ({:?}) is not compared (the reference fed the features or image runs the folder's first form only)",
                     ran.tokens
                 )));
                 continue;
@@ -406,7 +433,20 @@ impl Running {
             if !references.iter().any(|(f, _, _)| *f == file) {
                 let (r, tolerance) = match &file {
                     None => (
-                        super::reference::generate(&p, dir, ids.clone(), features.clone(), NEW_TOKENS, false, Some(1)),
+                        match self.image.clone() {
+                            Some(image) => {
+                                super::reference::generate_with_image(&p, dir, ids.clone(), image, NEW_TOKENS)
+                            }
+                            None => super::reference::generate(
+                                &p,
+                                dir,
+                                ids.clone(),
+                                features.clone(),
+                                NEW_TOKENS,
+                                false,
+                                Some(1),
+                            ),
+                        },
                         plan.tolerance.clone(),
                     ),
                     // An encoder-decoder's dtype variant runs with the encoder the consumer opens beside it.
@@ -421,6 +461,9 @@ impl Running {
             let who = match (&file, &features) {
                 (Some(f), _) => format!("{who} (opening {f})"),
                 (None, Some(_)) => format!("{who} (fed seeded audio features, the same as the reference)"),
+                (None, None) if self.image.is_some() => {
+                    format!("{who} (fed a seeded image, the same as the reference)")
+                }
                 (None, None) => who.to_string(),
             };
             let found = against_reference(r, tolerance, &ids, &who, &ran.tokens);

@@ -2,13 +2,14 @@
 // application runs it (from_pretrained on the local folder, generate with
 // do_sample false, no tokenizer): written by `onnx-contract protocol`, run
 // by `onnx-contract check` in a child. Prints one JSON line.
-//   node transformers.mjs PACKAGE_DIR FOLDER IDS_JSON MAX_NEW_TOKENS [seq2seq|causal|image-text|audio=PATH:INPUT]
+//   node transformers.mjs PACKAGE_DIR FOLDER IDS_JSON MAX_NEW_TOKENS [seq2seq|causal|image-text[=PATH:INPUT]|audio=PATH:INPUT]
 // PACKAGE_DIR: the @huggingface/transformers package folder. IDS_JSON is the
 // prompt, or an encoder-decoder's source ids (AutoModelForSeq2SeqLM), or an
 // audio model's decoder start (AutoModelForSpeechSeq2Seq, fed the float32
 // .npy PATH as INPUT); the tokens printed are the new ones (after the
 // decoder start token). An image-text model (AutoModelForImageTextToText)
-// is given the text prompt alone.
+// is given the text prompt alone, or with `=PATH:INPUT` the float32 .npy
+// PATH as its pixels (INPUT), the prompt holding the image's tokens.
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -83,6 +84,7 @@ const readNpy = (file, Tensor) => {
 try {
     // MODE (seq2seq | causal | audio=PATH:INPUT), as `check` tells it from the graphs; else config.json's flag.
     const audio = mode?.startsWith('audio=') ? mode.slice('audio='.length).split(/:(?=[^:]*$)/) : null;
+    const image = mode?.startsWith('image-text=') ? mode.slice('image-text='.length).split(/:(?=[^:]*$)/) : null;
     const seq2seq = audio ? true : mode ? mode === 'seq2seq' : encoderDecoder();
     const { env, Tensor, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoModelForSpeechSeq2Seq, AutoModelForImageTextToText } = tjs;
     env.allowRemoteModels = false;
@@ -95,7 +97,7 @@ try {
         ? AutoModelForSpeechSeq2Seq
         : seq2seq
           ? AutoModelForSeq2SeqLM
-          : mode === 'image-text'
+          : mode?.startsWith('image-text')
             ? AutoModelForImageTextToText
             : AutoModelForCausalLM;
     const model = await Auto.from_pretrained(path.basename(path.resolve(folder)), { device: 'cpu' });
@@ -106,7 +108,9 @@ try {
     // add language and task tokens the reference does not pick).
     const inputs = audio
         ? { [audio[1]]: readNpy(audio[0], Tensor), decoder_input_ids: [ids] }
-        : { input_ids, attention_mask };
+        : image
+          ? { input_ids, attention_mask, [image[1]]: readNpy(image[0], Tensor) }
+          : { input_ids, attention_mask };
     const seq = await model.generate({
         ...inputs,
         max_new_tokens: Number(maxNew),
