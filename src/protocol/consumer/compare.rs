@@ -57,14 +57,16 @@ pub(super) fn against_reference(
         Some(k) => Finding::error(
             Code::ConsumerRun,
             format!(
-                "{who}'s own greedy generation departs from the model's uncached reference at new token {k} (prompt {ids:?}): {who} gives {}, the reference {}; what the consumer feeds is not what the graph needs",
-                tokens[k], reference[k]
+                "{who}'s own greedy generation departs from the model's uncached reference at new token {k} (prompt {}): {who} gives {}, the reference {}; what the consumer feeds is not what the graph needs",
+                prompt(ids),
+                tokens[k],
+                reference[k]
             ),
         ),
         None => Finding::new(
             Code::ConsumerRun,
             Severity::Info,
-            format!("{who}'s own greedy generation gives the reference's tokens ({} compared, prompt {ids:?})", tokens.len().min(reference.len())),
+            format!("{who}'s own greedy generation gives the reference's tokens ({} compared, prompt {})", tokens.len().min(reference.len()), prompt(ids)),
         ),
     }
 }
@@ -88,4 +90,31 @@ pub(super) fn text_only_departure(f: Finding, position_rows: bool) -> Finding {
         Code::ConsumerRun,
         format!("{} — on a text prompt alone (no image): {why}; a consumer's fault, not the export's", f.message),
     )
+}
+
+/// A prompt in words: its ids, a run of one id (an image's tokens) as `id ×n`.
+fn prompt(ids: &[i64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let run = ids[i..].iter().take_while(|&&x| x == ids[i]).count();
+        if run >= 4 {
+            parts.push(format!("{} ×{run}", ids[i]));
+            i += run;
+        } else {
+            parts.push(ids[i].to_string());
+            i += 1;
+        }
+    }
+    format!("[{}]", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_prompt_s_image_tokens_are_said_as_a_run() {
+        assert_eq!(super::prompt(&[1, 3, 14, 15]), "[1, 3, 14, 15]");
+        assert_eq!(super::prompt(&[1, 9, 9, 9, 9, 9, 3]), "[1, 9 ×5, 3]");
+        assert_eq!(super::prompt(&[]), "[]");
+    }
 }
