@@ -35,12 +35,19 @@ pub(super) fn audio(view: &View<'_>) -> Option<(String, Vec<usize>)> {
     Some((input.name.clone(), shape))
 }
 
+/// The most values a seeded input holds (256 MB of float32): a minute of
+/// 16 kHz audio, Whisper's 30 s of frames and a 4k image are far below it.
+const MAX_VALUES: usize = 1 << 26;
+
 /// Seeded standard-normal values of `shape` (`what`: audio, image), written
 /// to a new `.npy` in the system's temporary folder: its path (the caller removes it).
 pub(super) fn write(what: &str, shape: &[usize]) -> Result<PathBuf, String> {
     let path = std::env::temp_dir().join(format!("onnx-contract-{what}-{}-{}.npy", std::process::id(), super::seq()));
+    // A graph or config states these sizes: an absurd one is refused, not allocated.
+    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).filter(|n| *n <= MAX_VALUES);
+    let n = n.ok_or_else(|| format!("{what} input of shape {shape:?} is larger than {MAX_VALUES} values"))?;
     let mut rng = crate::engine::feeds::Rng::seeded(0);
-    let values: Vec<f32> = (0..shape.iter().product::<usize>()).map(|_| rng.normal()).collect();
+    let values: Vec<f32> = (0..n).map(|_| rng.normal()).collect();
     crate::engine::npy::write_f32(&path, shape, &values)?;
     Ok(path)
 }
@@ -93,4 +100,21 @@ pub(super) fn image(view: &View<'_>, vocab: i64) -> Option<ImageInput> {
     let text = |t: i64| t % vocab.max(1);
     let ids = [vec![text(1)], vec![token; rows], vec![text(3), text(14), text(15)]].concat();
     Some(ImageInput { ids, encoder: encoder.rel.to_string(), input: input.name.clone(), shape, token })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn seeded_inputs_are_written_once_read_alike_and_absurd_sizes_refused() {
+        let path = super::write("test", &[1, 2, 3]).unwrap();
+        let a = crate::engine::npy::read_f32(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(a.shape(), &[1, 2, 3]);
+        let again = super::write("test", &[1, 2, 3]).unwrap();
+        assert_eq!(crate::engine::npy::read_f32(&again).unwrap(), a, "seeded: the same values every time");
+        std::fs::remove_file(&again).unwrap();
+        for absurd in [vec![1, 3, 1 << 20, 1 << 20], vec![usize::MAX, 2]] {
+            assert!(super::write("test", &absurd).unwrap_err().contains("is larger than"), "{absurd:?}");
+        }
+    }
 }
