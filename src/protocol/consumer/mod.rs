@@ -414,10 +414,13 @@ impl Running {
             }
             if !ran.ok {
                 let at = ran.stage.map(|s| format!(" at {s}")).unwrap_or_default();
-                out.push(Finding::error(
-                    Code::ConsumerRun,
-                    format!("{who} fails on this folder{at}: {}", one_line(&ran.error.unwrap_or_default())),
-                ));
+                let message = format!("{who} fails on this folder{at}: {}", one_line(&ran.error.unwrap_or_default()));
+                // An image-text model given no image may refuse a prompt no application
+                // sends it: said, and left to the static rules and the check's own runs.
+                out.push(match self.text_only {
+                    true => Finding::warning(Code::ConsumerRun, format!("{message} — on a text prompt alone (no image), which an image-text application may never send; the folder is judged by its loading rules and the check's own runs")),
+                    false => Finding::error(Code::ConsumerRun, message),
+                });
                 continue;
             }
             // The file the consumer opened, when the folder has it and it is not the protocol's own.
