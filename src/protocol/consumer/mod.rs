@@ -254,15 +254,7 @@ pub fn start(
         let mode = format!("audio={}:{input}", path.display());
         r.ids = vec![start];
         r.features = Some(path);
-        r.pending = targets
-            .iter()
-            .filter(runs)
-            .map(|t| {
-                let (file, encoder) = opened(view, t);
-                let run = memory::Later::new(t, view, dir, &r.ids, &mode, timeout, budget.clone());
-                (t.consumer, file, encoder, run.now_or_later())
-            })
-            .collect();
+        r.pending = start_each(targets.iter().filter(runs), view, dir, &r.ids, &mode, timeout, &budget);
         return r;
     }
     // An image-text decoder is compared on a text prompt alone (no image).
@@ -289,15 +281,8 @@ pub fn start(
         r.ids = image.ids;
         r.image =
             Some(crate::engine::options::Image { encoder: dir.join(&image.encoder), pixels: path, token: image.token });
-        r.pending = targets
-            .iter()
-            .filter(|t| runs(t) && t.consumer == Consumer::TransformersJs)
-            .map(|t| {
-                let (file, encoder) = opened(view, t);
-                let run = memory::Later::new(t, view, dir, &r.ids, &mode, timeout, budget.clone());
-                (t.consumer, file, encoder, run.now_or_later())
-            })
-            .collect();
+        let tjs = targets.iter().filter(|t| runs(t) && t.consumer == Consumer::TransformersJs);
+        r.pending = start_each(tjs, view, dir, &r.ids, &mode, timeout, &budget);
         return r;
     }
     r.text_only = image_text;
@@ -322,24 +307,36 @@ pub fn start(
     }
     let prompt: &[i64] = if seq2seq { &SOURCE_IDS } else { &[1, 3, 14, 15] };
     r.ids = prompt.iter().map(|i| i % vocab.max(1)).collect();
-    r.pending = targets
-        .iter()
-        .filter(runs)
+    // The class the program loads, told from the graphs, not from config.json's flag alone.
+    let mode = if seq2seq {
+        "seq2seq"
+    } else if image_text {
+        "image-text"
+    } else {
+        "causal"
+    };
+    r.pending = start_each(targets.iter().filter(runs), view, dir, &r.ids, mode, timeout, &budget);
+    r
+}
+
+/// Each of `targets` started generating from `dir` (prompt `ids`, program
+/// mode `mode`), with the decoder and encoder files it opens.
+fn start_each<'t>(
+    targets: impl Iterator<Item = &'t Target>,
+    view: &View<'_>,
+    dir: &Path,
+    ids: &[i64],
+    mode: &str,
+    timeout: Duration,
+    budget: &Option<std::sync::Arc<crate::memory::Budget>>,
+) -> Vec<(Consumer, Option<String>, Option<String>, Pending)> {
+    targets
         .map(|t| {
             let (file, encoder) = opened(view, t);
-            // The class the program loads, told from the graphs, not from config.json's flag alone.
-            let mode = if seq2seq {
-                "seq2seq"
-            } else if image_text {
-                "image-text"
-            } else {
-                "causal"
-            };
-            let run = memory::Later::new(t, view, dir, &r.ids, mode, timeout, budget.clone());
+            let run = memory::Later::new(t, view, dir, ids, mode, timeout, budget.clone());
             (t.consumer, file, encoder, run.now_or_later())
         })
-        .collect();
-    r
+        .collect()
 }
 
 /// The decoder file consumer `t` opens when the folder's config chooses
