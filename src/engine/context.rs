@@ -109,10 +109,12 @@ fn embedded(
 /// Weights are not prepacked: a check runs each session a few dozen times,
 /// and packing every MatMul's weights at creation costs more than it saves
 /// (half of a 360 MB decoder's session creation; measured in bench/).
+/// Embedded weights are read in place from the file (`engine::mapped`).
 pub(crate) fn open(env: &ort::environment::Environment, path: &Path, opts: &Options) -> Result<Session, String> {
-    with_threads(Session::builder(env), opts.threads)
-        .and_then(|b| Ok(b.with_config_entry("session.disable_prepacking", "1")?))
-        .and_then(|b| Ok(b.with_config_entry("session.intra_op.allow_spinning", "0")?))
-        .and_then(|mut b| b.commit_from_file(path))
-        .map_err(|e| e.to_string())
+    let make = || {
+        with_threads(Session::builder(env), opts.threads)
+            .and_then(|b| Ok(b.with_config_entry("session.disable_prepacking", "1")?))
+            .and_then(|b| Ok(b.with_config_entry("session.intra_op.allow_spinning", "0")?))
+    };
+    crate::engine::mapped::commit(&make, path).map_err(|e| e.to_string())
 }

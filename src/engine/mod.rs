@@ -31,6 +31,9 @@ pub(crate) mod embed;
 pub(crate) mod encoder;
 #[cfg(feature = "runtime")]
 pub(crate) mod feeds;
+/// Embedded weights read by ONNX Runtime in place from the model file.
+#[cfg(feature = "runtime")]
+pub(crate) mod mapped;
 #[cfg(feature = "runtime")]
 pub(crate) mod npy;
 #[cfg(feature = "runtime")]
