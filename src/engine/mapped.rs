@@ -94,9 +94,11 @@ fn fields(msg: &[u8]) -> Result<Vec<Field>, String> {
             _ => return Err(format!("wire type {wire:?} at byte {start}")),
         };
         let from = msg.len() - rest.len();
-        let payload = if wire == WireType::LengthDelimited { from..from + skip } else { at..from + skip };
-        rest = rest.get(skip..).ok_or("a field past the end")?;
-        out.push(Field { number, wire, all: start..msg.len() - rest.len(), payload });
+        // An untrusted length: past the end (or past usize) is an error, never an overflow.
+        let end = from.checked_add(skip).filter(|&e| e <= msg.len()).ok_or("a field past the end")?;
+        let payload = if wire == WireType::LengthDelimited { from..end } else { at..end };
+        rest = &msg[end..];
+        out.push(Field { number, wire, all: start..end, payload });
     }
     Ok(out)
 }
@@ -105,7 +107,7 @@ fn fields(msg: &[u8]) -> Result<Vec<Field>, String> {
 /// marked as external data at its own bytes' place in the file named
 /// `location` (the model itself), and how many were; everything else is
 /// copied as it is.
-pub(crate) fn split(model: &[u8], location: &str) -> Result<(Vec<u8>, usize), String> {
+pub fn split(model: &[u8], location: &str) -> Result<(Vec<u8>, usize), String> {
     let mut out = Vec::with_capacity(1 << 16);
     let mut cut = 0;
     for f in fields(model)? {

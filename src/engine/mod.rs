@@ -33,7 +33,7 @@ pub(crate) mod encoder;
 pub(crate) mod feeds;
 /// Embedded weights read by ONNX Runtime in place from the model file.
 #[cfg(feature = "runtime")]
-pub(crate) mod mapped;
+pub mod mapped;
 #[cfg(feature = "runtime")]
 pub(crate) mod npy;
 #[cfg(feature = "runtime")]
