@@ -30,17 +30,40 @@ pub(crate) fn commit(make: &dyn Fn() -> ort::Result<SessionBuilder>, path: &Path
 }
 
 fn in_place(make: &dyn Fn() -> ort::Result<SessionBuilder>, path: &Path) -> Option<Session> {
-    let location = path.file_name()?.to_str()?;
-    let file = std::fs::File::open(path).ok()?;
-    // SAFETY: the map is only read, and only while the graph is cut out of it; a
-    // model rewritten meanwhile is outside what a check can promise.
+    let at = named_at(path)?;
+    let location = at.file_name()?.to_str()?;
+    let file = std::fs::File::open(&at).ok()?;
+    // SAFETY: the map is only read, and only while the graph is cut out of it. ONNX
+    // Runtime then maps the weights itself for the session's life; a model rewritten
+    // or truncated during a check is outside what a check can promise (as with any
+    // mapped external data).
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+    // Protobuf's limit: ONNX Runtime refuses a file this large, and so must the check.
+    if map.len() > i32::MAX as usize {
+        return None;
+    }
     let (graph, cut) = split(&map, location).ok()?;
     drop(map);
     if cut == 0 {
         return None;
     }
-    crate::engine::session::commit_edited(make(), &graph, path).ok()
+    crate::engine::session::commit_edited(make(), &graph, &at).ok()
+}
+
+/// The file the weights are named in: a hub cache's file is a symlink into
+/// `blobs/`, and ONNX Runtime refuses a location that resolves outside the
+/// model's folder, so its weights are named at the link's target — unless
+/// the model names other external data, which is found beside the link.
+fn named_at(path: &Path) -> Option<std::path::PathBuf> {
+    if !std::fs::symlink_metadata(path).ok()?.file_type().is_symlink() {
+        return Some(path.to_path_buf());
+    }
+    let own = crate::model::reader::read_signature(path).ok()?.external_data.is_empty();
+    if own {
+        std::fs::canonicalize(path).ok()
+    } else {
+        Some(path.to_path_buf())
+    }
 }
 
 /// `TensorProto` fields read here.
@@ -148,6 +171,8 @@ fn external(t: &[u8], offset: usize, location: &str) -> Option<Vec<u8>> {
     for f in &fs {
         let mut v = &t[f.payload.clone()];
         match (f.number, f.wire) {
+            // `DEFAULT` written out (onnx does, after taking external data back in) is embedded.
+            (DATA_LOCATION, WireType::Varint) if decode_varint(&mut v).ok()? == 0 => {}
             (SEGMENT | EXTERNAL_DATA | DATA_LOCATION, _) => return None,
             (DATA_TYPE, WireType::Varint) => data_type = i32::try_from(decode_varint(&mut v).ok()?).ok()?,
             (DIMS, WireType::Varint) => dims.push(decode_varint(&mut v).ok()?),
@@ -166,7 +191,7 @@ fn external(t: &[u8], offset: usize, location: &str) -> Option<Vec<u8>> {
         return None;
     }
     let mut out = Vec::with_capacity(t.len() - raw.len() + 96);
-    for f in fs.iter().filter(|f| f.number != RAW_DATA) {
+    for f in fs.iter().filter(|f| f.number != RAW_DATA && f.number != DATA_LOCATION) {
         out.extend_from_slice(&t[f.all.clone()]);
     }
     let start = (offset + raw.start).to_string();
@@ -248,6 +273,24 @@ mod tests {
         let bytes: Vec<u8> = big.iter().flat_map(|v| v.to_le_bytes()).collect();
         assert_eq!(&model[offset..offset + length], bytes.as_slice(), "offset and length name the weight's own bytes");
         assert_eq!(payloads(&inits[1].1, RAW_DATA).len(), 1, "a small initializer stays embedded");
+        // `data_location: DEFAULT` written out (as onnx does after taking external data back in) is still embedded data.
+        let mut t = tensor("d", &big);
+        varint(DATA_LOCATION, 0, &mut t);
+        let mut g = Vec::new();
+        put(&mut g, GRAPH_INITIALIZER, &t);
+        let mut m = Vec::new();
+        put(&mut m, MODEL_GRAPH, &g);
+        let (out, cut) = split(&m, "m.onnx").unwrap();
+        assert_eq!(cut, 1);
+        let (_, g) = payloads(&out, MODEL_GRAPH).remove(0);
+        let (_, t) = payloads(&g, GRAPH_INITIALIZER).remove(0);
+        let loc: Vec<u64> = fields(&t)
+            .unwrap()
+            .into_iter()
+            .filter(|f| f.number == DATA_LOCATION)
+            .map(|f| t[f.payload][0] as u64)
+            .collect();
+        assert_eq!(loc, vec![1], "one data_location, EXTERNAL");
         // A truncated file is an error, not a panic.
         assert!(split(&model[..model.len() - 3], "m.onnx").is_err());
     }
