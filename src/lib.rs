@@ -72,8 +72,10 @@ pub fn check_files(model: &Path, contract_path: &Path, params: &[(String, i64)])
 /// check's child, it drives the model and exits; otherwise it returns at once.
 #[cfg(feature = "runtime")]
 pub fn init_child() {
-    if std::env::var_os(engine::child::CHILD_ENV).is_some_and(|v| v == "1") {
-        std::process::exit(checks::job::child_main());
+    match std::env::var_os(engine::child::CHILD_ENV) {
+        Some(v) if v == "1" => std::process::exit(checks::job::child_main()),
+        Some(v) if v == engine::host::HOST => std::process::exit(checks::host::host_main()),
+        _ => {}
     }
 }
 

@@ -201,3 +201,41 @@ fn a_cache_named_past_key_n_is_paired_by_name_and_says_how() {
     assert_eq!(pairs[0], serde_json::json!(["past_key_0", "present_key_0", "name: past… → present…"]));
     assert_eq!(pairs.as_array().unwrap().len(), 4);
 }
+
+/// Every file's companion sessions in a folder report: (model, shared).
+fn companions(r: &Value) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    for f in r["files"].as_array().unwrap() {
+        for c in f["runtime"]["companions"].as_array().into_iter().flatten() {
+            out.push((c["model"].as_str().unwrap().to_string(), c["shared"].as_bool().unwrap()));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_folders_encoder_gets_one_session_for_all_its_decoders() {
+    for dir in ["marian-tiny", "whisper-tiny"] {
+        let (code, r) = check_folder(dir);
+        assert_eq!(code, 0, "{dir}: {r:#}");
+        let taken = companions(&r);
+        // The merged decoder and the split pair both run the encoder.
+        assert_eq!(taken.len(), 2, "{dir}: {taken:?}");
+        assert!(taken.iter().all(|(m, _)| m.ends_with("encoder_model.onnx")), "{dir}: {taken:?}");
+        let created = taken.iter().filter(|(_, shared)| !shared).count();
+        assert_eq!(created, 1, "{dir}: one run creates it, the other shares it: {taken:?}");
+    }
+}
+
+#[test]
+fn a_run_that_kills_the_shared_process_is_named_at_its_own_file() {
+    // The encoder's crash kills the host running both decoders' jobs: each
+    // is run again alone, and the crash is named at the encoder, its siblings checked.
+    let (code, r) = check_folder("crash-gather-oob");
+    assert_eq!(code, 2, "{r:#}");
+    let enc = file_report(&r, "encoder_model.onnx");
+    assert!(error_codes(enc).contains(&"crash".to_string()), "{enc:#}");
+    let crash = enc["findings"].as_array().unwrap().iter().find(|x| x["code"] == "crash").unwrap();
+    assert_eq!(crash["node"], "/bucket/Div (Div)", "{crash:#}");
+    assert_eq!(file_report(&r, "decoder_model.onnx")["verdict"], "pass");
+}

@@ -30,6 +30,8 @@ impl Default for Checker {
             consumer: crate::consumer::Choice::Infer,
             consumers_known: None,
             memory: crate::memory::Budget::of_machine(),
+            #[cfg(feature = "runtime")]
+            hosts: None,
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::finding::{Code, Finding, Severity};
 use crate::folder::layout::{Entry, Layout as Folder};
 use crate::folder::{consistency, Role};
 use crate::model::summary::ModelSummary;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// How `e` is driven, and in words.
 fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
@@ -145,8 +145,37 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
     (setup, text)
 }
 
-fn check_entry(checker: &Checker, folder: &Folder, e: &Entry) -> Result<FileReport, Error> {
-    let (setup, mut driven_as) = setup_for(folder, e);
+/// The companion files (encoders) that several of the folder's runs open,
+/// with how many runs open each: one session serves them all.
+fn shared_companions(checker: &Checker, folder: &Folder) -> Vec<(PathBuf, usize)> {
+    let mut counts: Vec<(PathBuf, usize)> = Vec::new();
+    if checker.static_only {
+        return counts;
+    }
+    for e in folder.entries.iter().filter(|e| folder.contract_for(e).is_some()) {
+        let (setup, _) = setup_for(folder, e);
+        if setup.static_only.is_some() {
+            continue;
+        }
+        for path in [setup.encoder, setup.compare_encoder].into_iter().flatten() {
+            match counts.iter_mut().find(|(p, _)| *p == path) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((path, 1)),
+            }
+        }
+    }
+    counts.retain(|(_, n)| *n > 1);
+    counts
+}
+
+fn check_entry(
+    checker: &Checker,
+    folder: &Folder,
+    e: &Entry,
+    shared: &[(PathBuf, usize)],
+) -> Result<FileReport, Error> {
+    let (mut setup, mut driven_as) = setup_for(folder, e);
+    setup.shared = shared.to_vec();
     if checker.static_only && setup.static_only.is_none() {
         driven_as = format!("static check only (a run would drive it as: {driven_as})");
     }
@@ -251,8 +280,9 @@ fn announcing(
 fn check_entries(checker: &Checker, folder: &Folder) -> Result<Vec<FileReport>, Error> {
     let total = folder.entries.len();
     let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(total));
+    let shared = shared_companions(checker, folder);
     let check_entry = |checker: &Checker, folder: &Folder, e: &Entry| {
-        let r = check_entry(&announcing(checker, &e.file.rel, left.clone(), total), folder, e);
+        let r = check_entry(&announcing(checker, &e.file.rel, left.clone(), total), folder, e, &shared);
         left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         r
     };
@@ -313,6 +343,8 @@ fn blame_encoder_crashes(files: &mut [FileReport]) {
 
 pub(super) fn run_folder(checker: &Checker, dir: &Path) -> Result<FolderReport, Error> {
     let folder = Folder::read(dir, None, checker.family.as_deref())?;
+    // The folder's runs share one host process (its encoder's session with them), ended with the folder.
+    let checker = &checker.hosted()?;
     // The consumers' loading rules: what their own loaders refuse.
     let view = crate::consumer::View::read(dir, &folder);
     let consumers = crate::consumer::targets(&view, &checker.consumer);
@@ -362,7 +394,7 @@ pub(super) fn run_file(checker: &Checker, model: &Path) -> Result<Report, Error>
         .iter()
         .find(|e| e.file.path == model)
         .ok_or_else(|| Error::Internal("file not found in its folder".into()))?;
-    let mut r = check_entry(checker, &folder, e)?.report;
+    let mut r = check_entry(checker, &folder, e, &[])?.report;
     r.model = model.display().to_string();
     Ok(r)
 }

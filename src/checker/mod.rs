@@ -9,6 +9,7 @@ mod builder;
 mod folder;
 pub mod many;
 pub(crate) mod report;
+mod runner;
 mod settle;
 
 use crate::checker::report::{ContractInfo, Report};
@@ -77,6 +78,8 @@ struct Setup {
     softcap: Option<f64>,
     /// The multipliers and ALiBi slopes config.json states, audited against the graph's.
     scales: Option<crate::folder::scales::Scales>,
+    /// Companion files (encoders) several runs of the folder open, with how many open each.
+    shared: Vec<(PathBuf, usize)>,
 }
 
 /// Builds and runs a check. Defaults: 4 steps, batch 1, seed 0, the runtime
@@ -108,6 +111,9 @@ pub struct Checker {
     consumers_known: Option<ConsumersKnown>,
     /// The memory every process the check starts shares (`--max-memory`).
     memory: Arc<crate::memory::Budget>,
+    /// Folder mode: the host process running the folder's jobs.
+    #[cfg(feature = "runtime")]
+    hosts: Option<Arc<crate::engine::host::Hosts>>,
 }
 
 /// Told a folder's consumers as soon as it is read, before its runs (to
@@ -323,6 +329,7 @@ impl Checker {
             gqa: sig.op_types.contains("GroupQueryAttention"),
             compare_to: setup.compare_to.clone(),
             compare_encoder: setup.compare_encoder.clone(),
+            shared: setup.shared.clone(),
             window: setup.window.as_ref().map(|w| options::Window {
                 size: w.size.max(0) as usize,
                 source: w.source.clone(),
@@ -399,26 +406,6 @@ impl Checker {
         let exe = self.runner().map_err(|e| e.to_string())?;
         let _lease = self.lease_or(&job).map_err(|f| f.message)?;
         Ok(self.run_job(exe.as_deref(), &job, &lib.source.to_string()))
-    }
-
-    /// This executable when jobs run in a child process (crash isolation), `None` in-process.
-    #[cfg(feature = "runtime")]
-    fn runner(&self) -> Result<Option<PathBuf>, Error> {
-        match self.isolation {
-            Isolation::ChildProcess => std::env::current_exe()
-                .map(Some)
-                .map_err(|e| Error::Internal(format!("cannot find this executable: {e}"))),
-            Isolation::InProcess => Ok(None),
-        }
-    }
-
-    /// Runs `job` in the child `exe` (killed after the time limit) or in this process.
-    #[cfg(feature = "runtime")]
-    fn run_job(&self, exe: Option<&Path>, job: &crate::engine::options::Job, source: &str) -> RuntimeReport {
-        match exe {
-            Some(exe) => crate::engine::child::run(exe, job, source, self.timeout, &|m: &str| self.progress(m)),
-            None => crate::checks::job::run_in_process(job, source),
-        }
     }
 
     /// [`Checker::smoke`] without the runtime feature: nothing runs.

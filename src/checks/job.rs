@@ -29,16 +29,39 @@ fn stop(stage: Stage, message: String, cause: Option<String>) -> Box<Event> {
     Box::new(fatal(stage, message, cause))
 }
 
-/// Runs the whole check, reporting through `emit`. Errors that stop
-/// everything are reported as [`Event::Fatal`].
-pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
-    let lib = &job.ort_lib;
+/// This process's ONNX Runtime environment, from `lib`: created by the
+/// first job, shared by every later one (ONNX Runtime allows one per
+/// process; a runtime host runs a folder's jobs as threads of one process).
+fn environment(lib: &std::path::Path) -> Result<ort::environment::Environment, Box<Event>> {
+    static ENV: std::sync::Mutex<Option<(std::path::PathBuf, ort::environment::Environment)>> =
+        std::sync::Mutex::new(None);
+    let mut held = ENV.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((from, env)) = held.as_ref() {
+        if from != lib {
+            let m =
+                format!("this process already runs ONNX Runtime from {}; one process runs one runtime", from.display());
+            return Err(stop(Stage::Runtime, m, None));
+        }
+        return Ok(env.clone());
+    }
     let env = match ort::init_from(lib)
         .map(|b| b.with_name("onnx-contract").with_logger(std::sync::Arc::new(|_, _, _, _, _| {})).build())
     {
         Ok(Ok(env)) => env,
-        Ok(Err(e)) => return emit(fatal(Stage::Runtime, e.to_string(), None)),
-        Err(e) => return emit(fatal(Stage::Runtime, e.to_string(), load_error_cause(&e))),
+        Ok(Err(e)) => return Err(stop(Stage::Runtime, e.to_string(), None)),
+        Err(e) => return Err(stop(Stage::Runtime, e.to_string(), load_error_cause(&e))),
+    };
+    *held = Some((lib.to_path_buf(), env.clone()));
+    Ok(env)
+}
+
+/// Runs the whole check, reporting through `emit`. Errors that stop
+/// everything are reported as [`Event::Fatal`].
+pub(crate) fn drive(job: &Job, emit: &mut dyn FnMut(Event)) {
+    let lib = &job.ort_lib;
+    let env = match environment(lib) {
+        Ok(env) => env,
+        Err(ev) => return emit(*ev),
     };
     let version = runtime_version(lib);
     crate::repro::set_runtime_version(&version);
@@ -262,11 +285,17 @@ fn prepare<'a>(
     let encoder_states = match (&plan.encoder_hidden_states, &opts.encoder) {
         (_, Some(path)) => {
             // The encoder runs cut only in its own crash's bisection (not a decoder step's).
-            let opened = match opts.cut.as_ref().filter(|_| opts.cut_step.is_none()) {
-                Some(wanted) => crate::checks::cache::open_cut(env, path, wanted, opts),
-                None => open(env, path, opts),
-            };
-            let mut s = opened.map_err(|e| stop(Stage::Encoder, format!("{}: {e}", path.display()), None))?;
+            let s = match opts.cut.as_ref().filter(|_| opts.cut_step.is_none()) {
+                Some(wanted) => crate::checks::cache::open_cut(env, path, wanted, opts)
+                    .map(|s| std::sync::Arc::new(crate::engine::shared::Shared::private(s)))
+                    .map_err(|e| format!("{}: {e}", path.display())),
+                None => crate::engine::shared::open(env, path, opts).map(|(s, shared)| {
+                    let model = path.display().to_string();
+                    emit(Event::Companion { model, seconds: s.seconds, shared });
+                    s
+                }),
+            }
+            .map_err(|e| stop(Stage::Encoder, e, None))?;
             // A bisected encoder crash's reproduction: written and run on the encoder's feeds (this process dies when it reproduces).
             let mut repro = |feeds: &[crate::engine::feeds::Feed], emit: &mut dyn FnMut(Event)| {
                 if let Some((node, depth)) = &opts.crash_repro {
@@ -275,9 +304,8 @@ fn prepare<'a>(
             };
             let instead: Option<crate::engine::encoder::Instead<'_>> =
                 (opts.crash_repro.is_some() && opts.cut_step.is_none()).then_some(&mut repro);
-            let (_, states, cross) =
-                crate::engine::encoder::states_on(&mut s, path, plan, opts, &mut rng, instead, emit)
-                    .map_err(|m| stop(Stage::Encoder, m, None))?;
+            let (_, states, cross) = crate::engine::encoder::states_on(&s, path, plan, opts, &mut rng, instead, emit)
+                .map_err(|m| stop(Stage::Encoder, m, None))?;
             encoder_cross = cross;
             encoder = Some(s);
             enc_len = states.shape().get(1).copied().unwrap_or(enc_len);

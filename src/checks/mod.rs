@@ -19,6 +19,7 @@ pub(crate) mod chunk;
 mod constants;
 pub(crate) mod encoder_only;
 pub(crate) mod experiments;
+pub(crate) mod host;
 pub(crate) mod job;
 pub(crate) mod levels;
 pub(crate) mod positions;

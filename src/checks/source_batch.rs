@@ -10,7 +10,7 @@ use crate::engine::context::Ctx;
 use crate::engine::encoder::{samples_for, states_in};
 use crate::engine::events::{Event, StepIssue};
 use crate::engine::feeds::{past_zeros, Cache, Feed, StepInput, Values};
-use crate::engine::session::{declared_inputs, run};
+use crate::engine::session::run;
 use crate::finding::Code;
 use ndarray::{s, ArrayD, IxDyn};
 
@@ -45,9 +45,9 @@ fn audio_sources(ctx: &mut Ctx<'_>) -> Result<Option<Sources>, String> {
     let clip =
         |n: usize, rng: &mut crate::engine::feeds::Rng| -> Vec<f32> { (0..n).map(|_| 0.1 * rng.normal()).collect() };
     let (long, short) = (clip(n_long, &mut ctx.rng), clip(n_short, &mut ctx.rng));
-    let Some(enc) = ctx.encoder.as_mut() else { return Ok(None) };
-    let declared = declared_inputs(enc);
-    let mut encode = |rows: &[&Vec<f32>]| -> Result<ArrayD<f32>, String> {
+    let Some(enc) = ctx.encoder.clone() else { return Ok(None) };
+    let declared = enc.declared_inputs();
+    let encode = |rows: &[&Vec<f32>]| -> Result<ArrayD<f32>, String> {
         let (b, n) = (rows.len(), rows.iter().map(|r| r.len()).max().unwrap_or(0));
         let values: Vec<f32> =
             rows.iter().flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(0.0, n - r.len()))).collect();
@@ -64,7 +64,7 @@ fn audio_sources(ctx: &mut Ctx<'_>) -> Result<Option<Sources>, String> {
                 },
             })
             .collect();
-        states_in(&run(enc, &feeds)?).ok_or_else(|| "the encoder returned no [batch, length, hidden] tensor".into())
+        states_in(&enc.run(&feeds)?).ok_or_else(|| "the encoder returned no [batch, length, hidden] tensor".into())
     };
     let batch = encode(&[&long, &short])?;
     let long_alone = encode(&[&long])?;
@@ -87,7 +87,7 @@ fn sources(ctx: &mut Ctx<'_>) -> Result<Option<Sources>, String> {
     let mask: Vec<i64> = (0..2 * LONG).map(|i| i64::from(i < LONG || i - LONG < SHORT)).collect();
     let long: Vec<i64> = (0..LONG).map(|_| ctx.rng.below(plan.vocab - 1)).collect();
     let short: Vec<i64> = (0..SHORT).map(|_| ctx.rng.below(plan.vocab - 1)).collect();
-    let Some(enc) = ctx.encoder.as_mut() else {
+    let Some(enc) = ctx.encoder.clone() else {
         let Some(hidden) = plan.hidden else { return Ok(None) };
         let h = hidden as usize;
         let batch = ArrayD::from_shape_vec(IxDyn(&[2, LONG, h]), (0..2 * LONG * h).map(|_| ctx.rng.normal()).collect())
@@ -96,7 +96,7 @@ fn sources(ctx: &mut Ctx<'_>) -> Result<Option<Sources>, String> {
         let short_alone = batch.slice(s![1..2, 0..SHORT, ..]).to_owned().into_dyn();
         return Ok(Some(Sources { batch, mask, long_alone, short_alone, lens: (LONG, SHORT), encoder_gap: None }));
     };
-    let declared = declared_inputs(enc);
+    let declared = enc.declared_inputs();
     // Raw audio with a padding mask is batched as its feature extractor pads it;
     // log-mel encoders take no mask (Whisper pads the features itself).
     if declared.iter().any(|(_, elem, _)| elem.is_float()) {
@@ -105,7 +105,7 @@ fn sources(ctx: &mut Ctx<'_>) -> Result<Option<Sources>, String> {
         return if raw && masked { audio_sources(ctx) } else { Ok(None) };
     }
     let pad = plan.vocab - 1;
-    let mut encode = |rows: &[&Vec<i64>], mask: &[i64]| -> Result<ArrayD<f32>, String> {
+    let encode = |rows: &[&Vec<i64>], mask: &[i64]| -> Result<ArrayD<f32>, String> {
         let (b, n) = (rows.len(), rows.iter().map(|r| r.len()).max().unwrap_or(0));
         let ids: Vec<i64> =
             rows.iter().flat_map(|r| r.iter().copied().chain(std::iter::repeat_n(pad, n - r.len()))).collect();
@@ -120,7 +120,7 @@ fn sources(ctx: &mut Ctx<'_>) -> Result<Option<Sources>, String> {
                 }
             })
             .collect();
-        states_in(&run(enc, &feeds)?).ok_or_else(|| "the encoder returned no [batch, length, hidden] tensor".into())
+        states_in(&enc.run(&feeds)?).ok_or_else(|| "the encoder returned no [batch, length, hidden] tensor".into())
     };
     let batch = encode(&[&long, &short], &mask)?;
     let long_alone = encode(&[&long], &[1; LONG])?;

@@ -85,14 +85,7 @@ pub(crate) fn run(
     loop {
         match rx.recv_timeout(Duration::from_millis(200)) {
             Ok(ev) => {
-                match &ev {
-                    Event::Session { seconds, .. } => progress(&format!("{file}: session created in {seconds:.1} s")),
-                    Event::Feeds { variant, step, .. } => progress(&format!(
-                        "{file}: step {step} of {} (step-0 past length {variant})",
-                        job.options.steps
-                    )),
-                    _ => {}
-                }
+                tell(&file, job, &ev, progress);
                 report.absorb(ev)
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -116,4 +109,15 @@ pub(crate) fn run(
         report.unreadable(line);
     }
     report
+}
+
+/// The progress line an event of `job` (on `file`) is worth, if any.
+pub(crate) fn tell(file: &str, job: &Job, ev: &Event, progress: &(dyn Fn(&str) + Sync)) {
+    match ev {
+        Event::Session { seconds, .. } => progress(&format!("{file}: session created in {seconds:.1} s")),
+        Event::Feeds { variant, step, .. } => {
+            progress(&format!("{file}: step {step} of {} (step-0 past length {variant})", job.options.steps))
+        }
+        _ => {}
+    }
 }

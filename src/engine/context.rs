@@ -4,8 +4,9 @@
 //! deep runs) all read it without importing each other.
 
 use crate::engine::feeds::{self, Cache, Feed, Rng, StepInput, Uncached};
+pub(crate) use crate::engine::mapped::open;
 use crate::engine::options::{Job, Options};
-use crate::engine::session::{declared_inputs, with_threads};
+use crate::engine::session::declared_inputs;
 use ndarray::ArrayD;
 use ort::session::Session;
 use std::path::{Path, PathBuf};
@@ -48,7 +49,7 @@ pub(crate) struct Ctx<'a> {
     /// `--deep`: the first run's steps on the main session (step, feeds, logits), to re-run at another level.
     pub(crate) recorded: Vec<(usize, Vec<Feed>, ArrayD<f32>)>,
     /// The folder's encoder session, kept for later encoder runs (padded sources).
-    pub(crate) encoder: Option<Session>,
+    pub(crate) encoder: Option<std::sync::Arc<crate::engine::shared::Shared>>,
     /// The cross-attention caches the encoder computed itself, in the plan's
     /// cross-past order (empty when it computes none).
     pub(crate) encoder_cross: Vec<ArrayD<f32>>,
@@ -103,18 +104,4 @@ fn embedded(
         Some(e) => e.embed(plan, feeds),
         None => Ok(feeds),
     }
-}
-
-/// A session on `path` with the job's thread count, at ONNX Runtime's default optimization level.
-/// Weights are not prepacked: a check runs each session a few dozen times,
-/// and packing every MatMul's weights at creation costs more than it saves
-/// (half of a 360 MB decoder's session creation; measured in bench/).
-/// Embedded weights are read in place from the file (`engine::mapped`).
-pub(crate) fn open(env: &ort::environment::Environment, path: &Path, opts: &Options) -> Result<Session, String> {
-    let make = || {
-        with_threads(Session::builder(env), opts.threads)
-            .and_then(|b| Ok(b.with_config_entry("session.disable_prepacking", "1")?))
-            .and_then(|b| Ok(b.with_config_entry("session.intra_op.allow_spinning", "0")?))
-    };
-    crate::engine::mapped::commit(&make, path).map_err(|e| e.to_string())
 }

@@ -1,15 +1,13 @@
 //! Running the folder's encoder: the states every seq2seq decoder check
 //! starts from (the cache steps, and a variant pair against the fp32 pair).
 
-use crate::engine::context::open;
 use crate::engine::feeds::{self, Feed, Rng};
 use crate::engine::options::Options;
-use crate::engine::session::{declared_inputs, run};
+use crate::engine::shared::Shared;
 use crate::model::dims::Expr;
 use crate::model::signature::{Dim, ElemType};
 use crate::plan::Plan;
 use ndarray::{ArrayD, IxDyn};
-use ort::session::Session;
 use std::path::Path;
 
 /// Encoder states from a real encoder, and the feeds that produced them: ids
@@ -23,8 +21,8 @@ pub(crate) fn states(
     opts: &Options,
     rng: &mut Rng,
 ) -> Result<(Vec<Feed>, ArrayD<f32>), String> {
-    let mut s = open(env, path, opts).map_err(|e| format!("{}: {e}", path.display()))?;
-    states_on(&mut s, path, plan, opts, rng, None, &mut |_| {}).map(|(feeds, states, _)| (feeds, states))
+    let (s, _) = crate::engine::shared::open(env, path, opts)?;
+    states_on(&s, path, plan, opts, rng, None, &mut |_| {}).map(|(feeds, states, _)| (feeds, states))
 }
 
 /// What an encoder gave: the feeds, its states, and the decoder's
@@ -76,7 +74,7 @@ pub(crate) type Instead<'a> = &'a mut dyn FnMut(&[Feed], &mut dyn FnMut(crate::e
 /// `instead`, when given, is run on the feeds in place of the encoder (a
 /// bisected crash's reproduction, which lives above this room).
 pub(crate) fn states_on(
-    s: &mut Session,
+    s: &Shared,
     path: &Path,
     plan: &Plan,
     opts: &Options,
@@ -90,7 +88,7 @@ pub(crate) fn states_on(
     // A reference generation feeds the caller's source ids (or features).
     let given = opts.reference.as_ref();
     let len = given.map_or(len, |r| r.ids.len().max(1));
-    let inputs = declared_inputs(s);
+    let inputs = s.declared_inputs();
     // Raw audio ([batch, samples] floats): as many samples as the encoder's own
     // output-length expression needs for `len` frames (a conv stack refuses fewer).
     let raw_audio = inputs.iter().any(|(_, e, d)| e.is_float() && d.len() == 2);
@@ -151,13 +149,13 @@ pub(crate) fn states_on(
     }
     if opts.cut.is_some() && opts.cut_step.is_none() {
         // A crash bisection: the cut graph's outputs are what the parent reads.
-        let out = run(s, &feeds)?;
+        let out = s.run(&feeds)?;
         emit(crate::engine::events::Event::Cut { outputs: out.infos });
         return Err("a crash bisection's cut run: no states".into());
     }
     let model = path.display().to_string();
     emit(crate::engine::events::Event::Encoding { model, feeds: feeds.iter().map(Feed::info).collect() });
-    let out = run(s, &feeds)?;
+    let out = s.run(&feeds)?;
     emit(crate::engine::events::Event::Encoded);
     let states = states_in(&out)
         .ok_or_else(|| format!("{}: the encoder returned no [batch, length, hidden] float tensor", path.display()))?;

@@ -165,6 +165,16 @@ pub enum Event {
         /// How long it took.
         seconds: f64,
     },
+    /// A companion model's session (the folder's encoder) taken by the job:
+    /// created by it, or shared with another job of the check.
+    Companion {
+        /// The companion model.
+        model: String,
+        /// How long its session took to create.
+        seconds: f64,
+        /// Created by another job of this check, and reused.
+        shared: bool,
+    },
     /// Sent before the folder's encoder runs (to produce the decoder's
     /// states): if the process dies before the next event, it died in there.
     Encoding {
@@ -395,4 +405,18 @@ pub enum FeedSource {
     /// An earlier output repeated per beam (encoder states, cross caches) or
     /// cropped to an accepted length, its digest the one recorded.
     Hypothesis,
+}
+
+/// A companion model's session a run took: one session per file and check,
+/// created by the first job that needs it and shared by the others.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[non_exhaustive]
+pub struct Companion {
+    /// The model file.
+    pub model: String,
+    /// How long its session took to create.
+    pub seconds: f64,
+    /// Created by another job of the check and reused by this one.
+    pub shared: bool,
 }

@@ -59,6 +59,7 @@ impl Feed {
 }
 
 /// The outputs of one run, floats widened to f32.
+#[derive(Clone)]
 pub(crate) struct Outputs {
     pub(crate) floats: HashMap<String, ArrayD<f32>>,
     pub(crate) infos: Vec<TensorInfo>,

@@ -18,6 +18,24 @@ use std::path::Path;
 /// Smaller initializers stay in the graph: not worth a mapping of their own.
 const MIN_BYTES: usize = 1024;
 
+/// A session on `path` with the job's thread count, at ONNX Runtime's default optimization level.
+/// Weights are not prepacked: a check runs each session a few dozen times,
+/// and packing every MatMul's weights at creation costs more than it saves
+/// (half of a 360 MB decoder's session creation; measured in bench/).
+/// Embedded weights are read in place from the file (`engine::mapped`).
+pub(crate) fn open(
+    env: &ort::environment::Environment,
+    path: &Path,
+    opts: &crate::engine::options::Options,
+) -> Result<Session, String> {
+    let make = || {
+        crate::engine::session::with_threads(Session::builder(env), opts.threads)
+            .and_then(|b| Ok(b.with_config_entry("session.disable_prepacking", "1")?))
+            .and_then(|b| Ok(b.with_config_entry("session.intra_op.allow_spinning", "0")?))
+    };
+    commit(&make, path).map_err(|e| e.to_string())
+}
+
 /// `path` committed with its embedded weights read in place; the plain
 /// `commit_from_file` where that cannot be done (no large embedded weight,
 /// a file that does not map or parse, ONNX Runtime refusing the rewritten

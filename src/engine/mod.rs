@@ -1,6 +1,8 @@
 //! ONNX Runtime: finding the library (`locate`) and the versions it accepts
 //! (`compat`), sessions (`session`), the child process that isolates a crash
-//! (`child`) and the events it reports (`events`), the job it is given
+//! (`child`), the host process running a folder's jobs as threads (`host`)
+//! with the companion sessions they share (`shared`), the events a job
+//! reports (`events`), the job it is given
 //! (`options`), feeds (`feeds`), the job's shared state (`context`), the
 //! step driver's pieces (`driver`), the encoder run (`encoder`), a replay's
 //! re-created feeds (`replay`) and rows (`rows`), and the report a run's
@@ -31,6 +33,9 @@ pub(crate) mod embed;
 pub(crate) mod encoder;
 #[cfg(feature = "runtime")]
 pub(crate) mod feeds;
+/// One child process running a folder check's jobs as threads.
+#[cfg(feature = "runtime")]
+pub(crate) mod host;
 /// Embedded weights read by ONNX Runtime in place from the model file.
 #[cfg(feature = "runtime")]
 pub mod mapped;
@@ -46,6 +51,9 @@ pub mod replay;
 pub mod rows;
 #[cfg(feature = "runtime")]
 pub(crate) mod session;
+/// A companion model's session shared by the jobs of one process.
+#[cfg(feature = "runtime")]
+pub(crate) mod shared;
 #[cfg(feature = "runtime")]
 pub(crate) mod wire;
 

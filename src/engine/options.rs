@@ -60,6 +60,10 @@ pub struct Options {
     /// The fp32 encoder beside `compare_to`, when the variant has its own encoder.
     #[serde(default)]
     pub compare_encoder: Option<PathBuf>,
+    /// Companion files (encoders) that several jobs of the check open, with
+    /// how many take each: a runtime host keeps one session for all of them.
+    #[serde(default)]
+    pub shared: Vec<(PathBuf, usize)>,
     /// A sliding window the model's config asks for, probed on a past longer than it.
     #[serde(default)]
     pub window: Option<Window>,
@@ -238,6 +242,7 @@ impl Default for Options {
             gqa: false,
             compare_to: None,
             compare_encoder: None,
+            shared: Vec::new(),
             window: None,
             deep: false,
             rope: None,

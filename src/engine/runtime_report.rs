@@ -3,6 +3,7 @@
 // feature; the types themselves are part of every report.
 #![cfg_attr(not(feature = "runtime"), allow(dead_code))]
 
+pub use crate::engine::events::Companion;
 use crate::engine::events::{Event, FailedNode, TensorInfo};
 pub use crate::engine::messages::clean_ort_message;
 use crate::engine::messages::innermost_status;
@@ -67,6 +68,9 @@ pub struct RuntimeReport {
     /// Session creation time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_seconds: Option<f64>,
+    /// The companion models' sessions the run took (the folder's encoder).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub companions: Vec<Companion>,
     /// The parity rule applied: numeric form, bound, and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parity_rule: Option<crate::plan::numeric::Tolerance>,
@@ -151,6 +155,7 @@ impl RuntimeReport {
             ort_path: lib.display().to_string(),
             ort_source: source.to_string(),
             session_seconds: None,
+            companions: Vec::new(),
             parity_rule: None,
             cache_pairs: Vec::new(),
             batch: Vec::new(),
@@ -188,6 +193,7 @@ impl RuntimeReport {
                 self.ort_path = path;
             }
             Event::Session { seconds, .. } => self.session_seconds = Some(seconds),
+            Event::Companion { model, seconds, shared } => self.companions.push(Companion { model, seconds, shared }),
             Event::Encoding { model, feeds } => self.encoding = Some((model, feeds)),
             Event::Encoded => self.encoding = None,
             Event::Feeds { variant, step, feeds } => self.steps.push(StepRow {
