@@ -26,9 +26,10 @@ The same runs on both sides, each model's session created once per use:
   padded-source batch check, each decode's step 0 on the no-past decoder and
   its 3 cached steps on the with-past one (12 decoder runs): 19 decoder runs,
   4 encoder runs.
-onnx-contract runs the two decoder jobs as two child processes at once (one
-worker per core, 2 here), after the static check of all 4 files; the Python
-script runs everything in one process, one after the other.
+onnx-contract runs the two decoder jobs at once (one worker per core, 2 here)
+as two threads of one host process, sharing the encoder's session, after the
+static check of all 4 files; the Python script runs everything in one
+process, one after the other.
 Goal (issue 7): onnx-contract <= 1.0x the Python script, wall time; issue 32: <= 0.6x.
 """
 import argparse
