@@ -312,4 +312,40 @@ mod tests {
         // A truncated file is an error, not a panic.
         assert!(split(&model[..model.len() - 3], "m.onnx").is_err());
     }
+    #[test]
+    fn onnx_runtime_takes_the_rewrite_of_a_real_export_and_computes_the_same() {
+        // ONNX Runtime itself: the rewrite is taken (not the silent fallback) and
+        // its session's outputs are the plain session's, bit for bit.
+        let lib = crate::engine::locate::locate(None).expect("ONNX Runtime (tests/setup.sh installs it)").path;
+        let env = ort::init_from(&lib).unwrap().build().unwrap();
+        let make = || Session::builder(&env);
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let model = root.join("models/marian-tiny/encoder_model.onnx");
+        let mut mapped = in_place(&make, &model).expect("the rewritten graph is accepted");
+        let mut plain = make().unwrap().commit_from_file(&model).unwrap();
+        let ids = crate::engine::feeds::Feed {
+            name: "input_ids".into(),
+            elem: crate::model::signature::ElemType::I64,
+            values: crate::engine::feeds::Values::Int(
+                ndarray::ArrayD::from_shape_vec(vec![1, 5], vec![5, 17, 99, 3, 0]).unwrap(),
+            ),
+        };
+        let mask = crate::engine::feeds::Feed {
+            name: "attention_mask".into(),
+            elem: crate::model::signature::ElemType::I64,
+            values: crate::engine::feeds::Values::Int(ndarray::ArrayD::from_elem(vec![1, 5], 1)),
+        };
+        let feeds = [ids, mask];
+        let (a, b) = (
+            crate::engine::session::run(&mut mapped, &feeds).unwrap(),
+            crate::engine::session::run(&mut plain, &feeds).unwrap(),
+        );
+        assert!(!a.floats.is_empty());
+        for (name, x) in &a.floats {
+            assert_eq!(Some(x), b.floats.get(name), "{name}: in place and plain differ");
+        }
+        // External data already: nothing to rewrite, the plain path is taken.
+        let external = root.join("models/static-cache-with-mask/model.onnx");
+        assert!(in_place(&make, &external).is_none());
+    }
 }
