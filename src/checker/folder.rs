@@ -149,7 +149,8 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
 /// with how many runs open each: one session serves them all.
 fn shared_companions(checker: &Checker, folder: &Folder) -> Vec<(PathBuf, usize)> {
     let mut counts: Vec<(PathBuf, usize)> = Vec::new();
-    if checker.static_only {
+    // In-process runs keep nothing for later takers: an application's process outlives the check.
+    if checker.static_only || checker.isolation == super::Isolation::InProcess {
         return counts;
     }
     for e in folder.entries.iter().filter(|e| folder.contract_for(e).is_some()) {
