@@ -104,7 +104,14 @@ mod tests {
 
     fn record(dtype: &str, shape: &[i64], values: &[i64]) -> TensorRecord {
         let d = digests(dtype, shape, &bytes_of(dtype, values).unwrap())[0].clone();
-        TensorRecord { dtype: dtype.into(), shape: shape.to_vec(), digest: Some(d), rows: None, value: None }
+        TensorRecord {
+            dtype: dtype.into(),
+            shape: shape.to_vec(),
+            digest: Some(d),
+            rows: None,
+            value: None,
+            kept: None,
+        }
     }
 
     #[test]

@@ -68,6 +68,28 @@ pub(crate) fn fill_rows(calls: &mut [Call], computed: &[(usize, crate::engine::e
     filled
 }
 
+/// Marks each caller-kept buffer a re-run showed (`kept:NAME`, `unkept:NAME`);
+/// returns how many.
+pub(crate) fn fill_kept(calls: &mut [Call], computed: &[(usize, crate::engine::events::ComputedRows)]) -> usize {
+    use super::trace::Kept;
+    let mut filled = 0;
+    for (call, rows) in computed {
+        let Some(c) = calls.iter_mut().find(|c| c.call == *call) else { continue };
+        for (key, words) in rows {
+            let (kept, name) = match key.split_once(':') {
+                Some(("kept", n)) => (Kept::Right(words.join(" ")), n),
+                Some(("unkept", n)) => (Kept::Wrong(words.join(" ")), n),
+                _ => continue,
+            };
+            if let Some(t) = c.feeds.get_mut(name) {
+                t.kept = Some(kept);
+                filled += 1;
+            }
+        }
+    }
+    filled
+}
+
 /// Keeps the first finding of each code and message shape; later ones become "also at calls …".
 pub(crate) fn first_departures(findings: Vec<Finding>) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();

@@ -18,4 +18,4 @@ pub mod strategy;
 pub mod trace;
 
 pub use guard::{FeedGuard, GuardError, TensorMeta};
-pub use trace::{Call, TensorRecord};
+pub use trace::{Call, Kept, TensorRecord};

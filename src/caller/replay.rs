@@ -187,13 +187,16 @@ pub fn replay(checker: &Checker, trace_path: &Path, path: &Path) -> Result<Repla
                 // rows; the calls are judged again with them (a beam's gathered past).
                 let mut filled = calls.clone();
                 let n = super::judge::fill_rows(&mut filled, &computed);
-                if n > 0 {
+                let kept = super::judge::fill_kept(&mut filled, &computed);
+                if n + kept > 0 {
                     let mut again = unchecked.clone();
                     again.extend(super::judge::judge_calls(&models, &known, &filled));
                     findings = super::judge::first_departures(again);
-                    r.fed.push(format!(
-                        "row digests the trace lacks: computed from the re-run where it is bit-exact with the caller's run ({n} tensors)"
-                    ));
+                    if n > 0 {
+                        r.fed.push(format!(
+                            "row digests the trace lacks: computed from the re-run where it is bit-exact with the caller's run ({n} tensors)"
+                        ));
+                    }
                 }
                 if !recovered.is_empty() {
                     let shown: Vec<&str> = recovered.iter().take(3).map(String::as_str).collect();
@@ -431,6 +434,9 @@ fn reproduce(
                 FeedSource::Seeded => "seeded (the trace holds only a digest; equal digests get equal values)",
                 FeedSource::Hypothesis => {
                     "an earlier output repeated per beam or cropped to an accepted length, as hashing that hypothesis with the trace's scheme showed"
+                }
+                FeedSource::Kept => {
+                    "the caller's own buffer: its previous value with the previous call's present rows put in, as hashing each update with the trace's scheme showed"
                 }
                 FeedSource::Gathered => {
                     "the previous call's presents gathered by the rows another past of the same call was shown by its digest to be (the re-run is not bit-exact with the caller's in every layer)"

@@ -36,6 +36,19 @@ pub struct TensorRecord {
     /// Flat values of a small integer or bool tensor (flags, ids).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Vec<i64>>,
+    /// A buffer the caller keeps, as a re-run showed it (never in a trace file).
+    #[serde(skip)]
+    pub kept: Option<Kept>,
+}
+
+/// What a re-run showed of a buffer the caller keeps itself (the model's
+/// presents hold only the new rows), by hashing each update of it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kept {
+    /// The update a correct caller makes, in words.
+    Right(String),
+    /// Another update, or other values where a correct one's digest is known: in words.
+    Wrong(String),
 }
 
 /// The trace format this library writes and the newest it reads.
@@ -250,7 +263,7 @@ pub fn describe(v: &ort::value::DynValue) -> TensorRecord {
         let per_row = bytes.len().checked_div(n).unwrap_or(0);
         (0..n).map(|i| digest_bytes(&dtype, row_shape, &bytes[i * per_row..(i + 1) * per_row])).collect()
     });
-    TensorRecord { dtype, shape, digest: Some(digest), rows, value }
+    TensorRecord { dtype, shape, digest: Some(digest), rows, value, kept: None }
 }
 
 /// Integer and bool tensors up to this many elements keep their values in

@@ -92,7 +92,8 @@ impl Settle {
         builtin: bool,
     ) -> Settle {
         let same_caches = same_caches(inferred, contract);
-        let fixed_shapes = inferred.cache_form == crate::plan::roles::CacheForm::StaticBuffer;
+        use crate::plan::roles::CacheForm::{CallerRolled, CallerWritten, StaticBuffer};
+        let fixed_shapes = matches!(inferred.cache_form, StaticBuffer | CallerWritten | CallerRolled);
         Settle { builtin, same_caches, fixed_shapes }
     }
 }

@@ -200,6 +200,7 @@ pub(crate) fn run_calls_fed(
     let mut out = Vec::new();
     let mut last = Vec::new();
     for new in calls {
+        let n_new = new.iter().map(Vec::len).max().unwrap_or(0);
         let feeds = padded_step(plan, batch, new, past_len, &pasts, 0);
         let feeds = ctx.embedded(feeds)?;
         let o = run(&mut ctx.session, &feeds)?;
@@ -209,9 +210,10 @@ pub(crate) fn run_calls_fed(
         for (c, slot) in plan.self_past.iter().zip(pasts.iter_mut()) {
             // Fed back as the present's own element type, as a caller does.
             slot.1 = c.present_dtype.unwrap_or(c.dtype);
-            slot.2 = o.floats.get(&c.present).cloned().ok_or("no present")?;
+            let present = o.floats.get(&c.present).ok_or("no present")?;
+            slot.2 = crate::engine::feeds::carried(plan, c, &slot.2, present, (past_len + n_new) as i64);
         }
-        past_len += new.iter().map(Vec::len).max().unwrap_or(0);
+        past_len += n_new;
     }
     Ok((out, last))
 }

@@ -221,7 +221,11 @@ fn replay(ctx: &mut Ctx<'_>, calls: &[crate::engine::options::ReplayCall], emit:
                     Some(logits) => crate::engine::replay::row_scores(logits, &c.watch),
                     None => Vec::new(),
                 };
-                let rows = crate::engine::replay::computed_rows(c, &feeds, &out);
+                let mut rows = crate::engine::replay::computed_rows(c, &feeds, &out);
+                rows.append(&mut chain.kept);
+                if own {
+                    chain.buffers.keep(&ctx.job.plan, c, &feeds, &out);
+                }
                 if own && c.output_rows.is_empty() {
                     chain.keep_last(c, &out, &scores);
                 }

@@ -53,6 +53,21 @@ pub(crate) fn step_outputs(plan: &Plan, out: &Outputs, e: &Expect) -> Vec<StepIs
     let axis = plan.seq_axis;
     for c in &plan.self_past {
         match out.shape(&c.present) {
+            // A caller-kept buffer's present is the new tokens' rows alone.
+            Some(s) if c.buffer && plan.caller_kept().is_some() => {
+                if s.get(axis) != Some(&(e.new_tokens as i64)) {
+                    issue(
+                        Code::CacheGrowth,
+                        format!(
+                            "`{}` has length {} on axis {axis}, expected the {} new token(s): this export's presents are the new rows the caller writes into its buffer",
+                            c.present,
+                            s.get(axis).map(|v| v.to_string()).unwrap_or("?".into()),
+                            e.new_tokens
+                        ),
+                        &c.present,
+                    );
+                }
+            }
             // A fixed-size state keeps its shape: nothing to grow.
             Some(s) if c.fixed => {
                 let want: Vec<i64> = c.shape.iter().skip(1).copied().collect();

@@ -321,7 +321,9 @@ pub enum Event {
         #[serde(default)]
         scores: Vec<RowScores>,
         /// Row digests a format-1 trace lacks, from the re-run where it is
-        /// bit-exact: `feed:NAME` or `output:NAME`, and the rows' digests.
+        /// bit-exact: `feed:NAME` or `output:NAME`, and the rows' digests;
+        /// and what a caller-kept buffer was shown to be: `kept:NAME` (a
+        /// correct update) or `unkept:NAME`, with the words.
         #[serde(default)]
         rows: ComputedRows,
     },
@@ -405,6 +407,9 @@ pub enum FeedSource {
     /// An earlier output repeated per beam (encoder states, cross caches) or
     /// cropped to an accepted length, its digest the one recorded.
     Hypothesis,
+    /// A buffer the caller keeps (the presents hold only the new rows): its
+    /// previous value with the previous present put in, its digest the one recorded.
+    Kept,
 }
 
 /// A companion model's session a run took: one session per file and check,

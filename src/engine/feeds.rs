@@ -6,7 +6,7 @@
 use crate::engine::events::TensorInfo;
 use crate::model::signature::ElemType;
 use crate::plan::{CacheTensor, Family, Plan};
-use ndarray::{ArrayD, IxDyn};
+use ndarray::{ArrayD, Axis, IxDyn, Slice};
 use std::collections::HashMap;
 
 /// A feed's values in the precision we compute in; converted to `elem`
@@ -145,7 +145,7 @@ impl Cache {
     pub(crate) fn advance(&mut self, plan: &Plan, out: &Outputs, step: usize, new_len: i64) {
         for (c, slot) in plan.self_past.iter().zip(self.self_past.iter_mut()) {
             if let Some(p) = out.floats.get(&c.present) {
-                *slot = p.clone();
+                *slot = carried(plan, c, slot, p, new_len);
             }
         }
         if step == 0 {
@@ -158,6 +158,39 @@ impl Cache {
         self.past_len = new_len;
         self.from_presents = true;
     }
+}
+
+/// The next past of `c` after a call whose present is `present` and which
+/// leaves `new_len` tokens: the present itself, or — where the caller keeps
+/// the buffer and the present holds only the new rows — the buffer `slot`
+/// with those rows written at the slots they fill (`new_len − n …`) or
+/// appended after dropping as many of the oldest.
+pub(crate) fn carried(
+    plan: &Plan,
+    c: &CacheTensor,
+    slot: &ArrayD<f32>,
+    present: &ArrayD<f32>,
+    new_len: i64,
+) -> ArrayD<f32> {
+    use crate::plan::roles::CacheForm;
+    let axis = plan.seq_axis;
+    let form = plan.caller_kept().filter(|_| c.buffer && axis < slot.ndim() && present.ndim() == slot.ndim());
+    let Some(form) = form else { return present.clone() };
+    let (len, n) = (slot.shape()[axis], present.shape()[axis]);
+    if n > len || (0..slot.ndim()).any(|a| a != axis && slot.shape()[a] != present.shape()[a]) {
+        return present.clone();
+    }
+    let mut next = slot.clone();
+    let at = match form {
+        CacheForm::CallerRolled => {
+            let kept = slot.slice_axis(Axis(axis), Slice::from(n..)).to_owned();
+            next.slice_axis_mut(Axis(axis), Slice::from(..len - n)).assign(&kept);
+            len - n
+        }
+        _ => (new_len.max(0) as usize).saturating_sub(n).min(len - n),
+    };
+    next.slice_axis_mut(Axis(axis), Slice::from(at..at + n)).assign(present);
+    next
 }
 
 /// What a step feeds besides the cache.
@@ -228,10 +261,17 @@ pub(crate) fn placement(
         match plan.buffer.as_ref().filter(|bf| bf.mask_over_buffer) {
             Some(bf) => {
                 let len = (bf.len.max(0) as usize).max(total);
+                // A rolled buffer holds the newest tokens at its end: the mask is right-aligned.
+                let right = bf.form == crate::plan::roles::CacheForm::CallerRolled;
                 let mut m = Vec::with_capacity(b * len);
                 for row in mask.chunks(total.max(1)) {
-                    m.extend(row);
-                    m.extend(std::iter::repeat_n(0, len - row.len()));
+                    if right {
+                        m.extend(std::iter::repeat_n(0, len - row.len()));
+                        m.extend(row);
+                    } else {
+                        m.extend(row);
+                        m.extend(std::iter::repeat_n(0, len - row.len()));
+                    }
                 }
                 feeds.push(Feed::ints(name, plan.dtype_of(name), &[b, len], m));
             }
@@ -271,8 +311,12 @@ pub(crate) fn noise_unwritten(plan: &Plan, feeds: &mut [Feed], written: usize) {
         if plan.seq_axis >= a.ndim() {
             continue;
         }
+        // A rolled buffer's written slots are its last ones.
+        let len = a.shape()[plan.seq_axis];
+        let rolled = plan.caller_kept() == Some(crate::plan::roles::CacheForm::CallerRolled);
         for (slot, mut lane) in a.axis_iter_mut(ndarray::Axis(plan.seq_axis)).enumerate() {
-            if slot >= written {
+            let unwritten = if rolled { slot + written < len } else { slot >= written };
+            if unwritten {
                 lane.mapv_inplace(|_| rng.normal());
             }
         }

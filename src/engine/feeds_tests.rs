@@ -253,3 +253,36 @@ fn a_digest_only_call_is_re_fed_positions_that_continue_its_past_and_chained_pas
         .collect();
     assert!(floats.windows(2).all(|w| w[0] == w[1]));
 }
+
+/// The plan `check` infers for the only decoder of folder `models/<dir>`.
+fn folder_plan(dir: &str) -> Plan {
+    let layout = crate::folder::layout::Layout::read(&root().join("models").join(dir), None, None).unwrap();
+    let e = layout.entries.first().unwrap();
+    layout.plan_for(e, 1).unwrap().unwrap()
+}
+
+#[test]
+fn a_caller_kept_buffer_takes_the_new_rows_where_its_form_puts_them() {
+    use crate::plan::roles::CacheForm;
+    let mut plan = folder_plan("static-cache-with-mask");
+    let c = plan.self_past[0].clone();
+    let buffer = ArrayD::from_shape_fn(IxDyn(&[1, 1, 4, 2]), |i| (i[2] * 10 + i[3]) as f32);
+    let rows = ArrayD::from_elem(IxDyn(&[1, 1, 1, 2]), -1.0f32);
+    let slot = |a: &ArrayD<f32>, s: usize| a.index_axis(ndarray::Axis(2), s).iter().copied().collect::<Vec<f32>>();
+    // A static cache's present is the whole buffer: fed back as it came out.
+    assert_eq!(carried(&plan, &c, &buffer, &buffer.mapv(|v| v + 1.0), 3), buffer.mapv(|v| v + 1.0));
+    // Written by the caller: the new row at the slot its token fills (tokens so far − 1).
+    plan.buffer.as_mut().unwrap().form = CacheForm::CallerWritten;
+    let w = carried(&plan, &c, &buffer, &rows, 3);
+    assert_eq!(slot(&w, 2), vec![-1.0, -1.0]);
+    assert_eq!((slot(&w, 0), slot(&w, 1), slot(&w, 3)), (vec![0.0, 1.0], vec![10.0, 11.0], vec![30.0, 31.0]));
+    // Rolled by the caller: the oldest row dropped, the new one at the end.
+    plan.buffer.as_mut().unwrap().form = CacheForm::CallerRolled;
+    let r = carried(&plan, &c, &buffer, &rows, 3);
+    assert_eq!((slot(&r, 0), slot(&r, 2), slot(&r, 3)), (vec![10.0, 11.0], vec![30.0, 31.0], vec![-1.0, -1.0]));
+    // The rolled form's mask is right-aligned: ones over the last past + new slots.
+    let mut feeds = Vec::new();
+    placement(&plan, 1, 1, 2, vec![1; 3], vec![2], &mut feeds);
+    let mask = ints(by_name(&feeds, plan.attention_mask.as_deref().unwrap()));
+    assert_eq!(&mask[..], &[&vec![0; 29][..], &[1, 1, 1]].concat()[..]);
+}

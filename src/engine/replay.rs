@@ -15,6 +15,7 @@ use ndarray::{ArrayD, IxDyn};
 use std::collections::HashMap;
 
 mod hypotheses;
+mod kept;
 
 pub use crate::engine::events::FeedSource;
 
@@ -45,6 +46,11 @@ pub(crate) struct Chain {
     /// The digests the trace recorded for the last own call's outputs: whether
     /// the re-run's present is bit-exact with the caller's.
     last_digests: HashMap<String, String>,
+    /// Buffers the caller keeps (presents of the new rows only), as the last own call left them.
+    pub(crate) buffers: kept::Buffers,
+    /// What this call's caller-kept buffers were shown to be: `kept:NAME`
+    /// (the update a correct caller makes) or `unkept:NAME`, with the words.
+    pub(crate) kept: crate::engine::events::ComputedRows,
 }
 
 impl Chain {
@@ -236,11 +242,31 @@ pub(crate) fn feeds(
         .filter(|_| plan.buffer.is_none())
         .unwrap_or(0)
         .max(0);
+    // Buffers the caller keeps: found by hashing each update of the previous one.
+    chain.kept.clear();
+    let mut kept_values: HashMap<String, ArrayD<f32>> = HashMap::new();
+    for f in c.feeds.iter().filter(|_| c.model.is_none()) {
+        let dims: Vec<usize> = f.shape.iter().map(|&d| d.max(0) as usize).collect();
+        let (key, words, value) = match kept::found(plan, chain, f, &dims) {
+            Some(kept::Found::Right(a, w)) => ("kept", w, Some(a)),
+            Some(kept::Found::Wrong(a, w)) => ("unkept", w, Some(a)),
+            Some(kept::Found::Other(w)) => ("unkept", w, None),
+            None => continue,
+        };
+        chain.kept.push((format!("{key}:{}", f.name), vec![words]));
+        if let Some(a) = value {
+            kept_values.insert(f.name.clone(), a);
+        }
+    }
     let fed = c
         .feeds
         .iter()
         .map(|f| {
             let dims: Vec<usize> = f.shape.iter().map(|&d| d.max(0) as usize).collect();
+            if let Some(a) = kept_values.remove(&f.name) {
+                let elem = ElemType::from_name(&f.dtype).unwrap_or(ElemType::F32);
+                return (Feed { name: f.name.clone(), elem, values: feeds::Values::Float(a) }, FeedSource::Kept);
+            }
             let n: usize = dims.iter().product();
             let elem = ElemType::from_name(&f.dtype).unwrap_or(ElemType::F32);
             let given = f.value.as_ref().filter(|v| v.len() == n);

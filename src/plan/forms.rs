@@ -19,6 +19,14 @@ impl Plan {
             && self.buffer.is_none()
     }
 
+    /// How the caller puts the new rows into buffers it keeps itself, when
+    /// the presents hold only those rows (written at `cache_position`, or
+    /// appended after dropping the oldest); `None` when presents are fed back whole.
+    pub fn caller_kept(&self) -> Option<super::roles::CacheForm> {
+        use super::roles::CacheForm::{CallerRolled, CallerWritten};
+        self.buffer.as_ref().map(|b| b.form).filter(|f| matches!(f, CallerWritten | CallerRolled))
+    }
+
     /// The plan of an encoder alone: its token ids, its mask, and the first
     /// float output of rank 3 (the hidden states) in place of logits; ids
     /// drawn below `vocab`.

@@ -60,7 +60,8 @@ fn by_name(p: &Port) -> Option<(InputRole, String)> {
         (InputRole::LogitsToKeep, said("a scalar count of trailing positions to keep logits for"))
     } else if is_int(e) && n.contains("cache_position") {
         (InputRole::CachePosition, said("where the new tokens are written in the cache"))
-    } else if is_int(e) && n.contains("position_ids") {
+    } else if is_int(e) && (n.contains("position_ids") || n.ends_with("position_id")) {
+        // `position_id`: winml-cli's sliding-window decoders.
         let what = if d.len() == 3 { "3-D positions (M-RoPE)" } else { "positions of the new tokens" };
         (InputRole::PositionIds, said(what))
     } else if n.contains("encoder_attention_mask") {
@@ -296,6 +297,24 @@ fn cache_form(sig: &Signature, inputs: &[PlacedInput], pairs: &[Pairing], hints:
                 .and_then(parts)
                 .is_some_and(|(_, d)| d.iter().skip(1).all(|d| matches!(d, Dim::Fixed(_))))
     });
+    // Presents that hold only the new rows of a fixed buffer: the caller keeps the buffer.
+    if fixed_buffers && pasts.iter().all(|p| new_rows_axis(sig, p).is_some()) {
+        let p = pasts[0];
+        let (_, d) = sig.input(&p.past).and_then(parts).unwrap_or((ElemType::F32, &[]));
+        let od = sig.output(&p.present).and_then(parts).map(|(_, d)| shape(d)).unwrap_or_default();
+        let axis = new_rows_axis(sig, p).unwrap_or(2);
+        return if has_cache_position {
+            (
+                CacheForm::CallerWritten,
+                format!("`cache_position` input, pasts of fixed shape {}, presents only the new rows {od} (axis {axis}): the caller writes them into its buffer at `cache_position`", shape(d)),
+            )
+        } else {
+            (
+                CacheForm::CallerRolled,
+                format!("pasts of fixed shape {}, presents only the new rows {od} (axis {axis}), no `cache_position`: the caller drops the oldest rows and appends the new ones", shape(d)),
+            )
+        };
+    }
     if fixed_buffers && has_cache_position {
         let p = pasts[0];
         let d = sig.input(&p.past).and_then(parts).map(|(_, d)| shape(d)).unwrap_or_default();
@@ -311,6 +330,24 @@ fn cache_form(sig: &Signature, inputs: &[PlacedInput], pairs: &[Pairing], hints:
             format!("`{}` axis {axis} grows into `{}` ({})", first.past, first.present, first.evidence),
         ),
         None => (CacheForm::Growing, format!("`{}` refreshed from `{}`", first.past, first.present)),
+    }
+}
+
+/// The axis on which a fixed past's present holds only the new tokens'
+/// rows: the one axis where the two differ, the past's a fixed length and
+/// the present's shorter (fixed) or the new-token count (symbolic).
+pub(crate) fn new_rows_axis(sig: &Signature, p: &Pairing) -> Option<usize> {
+    let (_, pd) = sig.input(&p.past).and_then(parts)?;
+    let (_, od) = sig.output(&p.present).and_then(parts)?;
+    if pd.len() != od.len() || p.grows_on.is_some() {
+        return None;
+    }
+    let differ: Vec<usize> = (1..pd.len()).filter(|&a| pd[a] != od[a]).collect();
+    let [axis] = differ[..] else { return None };
+    match (&pd[axis], &od[axis]) {
+        (Dim::Fixed(len), Dim::Fixed(n)) if n < len => Some(axis),
+        (Dim::Fixed(_), Dim::Symbolic(_)) => Some(axis),
+        _ => None,
     }
 }
 
@@ -341,7 +378,8 @@ fn mask_span(
         let present = sig.output(&p.present).and_then(parts)?.1.get(axis)?.clone();
         Some((past, present))
     });
-    if matches!(form, CacheForm::StaticBuffer | CacheForm::SharedBuffer) && matches!(len, Dim::Fixed(_)) {
+    let buffers = [CacheForm::StaticBuffer, CacheForm::SharedBuffer, CacheForm::CallerWritten, CacheForm::CallerRolled];
+    if buffers.contains(&form) && matches!(len, Dim::Fixed(_)) {
         return (Some(MaskSpan::Buffer), bindings);
     }
     let Dim::Symbolic(m) = len else {

@@ -301,13 +301,17 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
             self_names = inferred.all(InputRole::Past).map(|p| p.name.clone()).collect();
             cross_names = inferred.all(InputRole::CrossPast).map(|p| p.name.clone()).collect();
         }
-        // The axis the graph grows (GPT-BigCode's fused cache grows on axis 1).
-        seq_axis = self_names.first().and_then(|n| inferred.pair_of(n)?.grows_on).or(cache.seq_axis);
+        // The axis the graph grows (GPT-BigCode's fused cache grows on axis 1),
+        // or the one a caller-kept buffer takes its new rows on.
+        seq_axis = self_names
+            .first()
+            .and_then(|n| inferred.pair_of(n).and_then(|p| p.grows_on.or_else(|| infer::new_rows_axis(sig, p))))
+            .or(cache.seq_axis);
     }
     let seq_axis = seq_axis.unwrap_or(2);
     let buffer = match inferred.cache_form {
         // A static cache: its buffers' fixed size on the sequence axis.
-        CacheForm::StaticBuffer => self_names
+        CacheForm::StaticBuffer | CacheForm::CallerWritten | CacheForm::CallerRolled => self_names
             .first()
             .and_then(|n| sig.input(n)?.ty.tensor_parts()?.1?.get(seq_axis).cloned())
             .and_then(|d| if let Dim::Fixed(v) = d { Some(v) } else { None }),
@@ -410,7 +414,7 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
         }
     });
     let attention_mask = pick(&cache.attention_mask, "attention_mask");
-    let position_ids = pick(&cache.position_ids, "position_ids");
+    let position_ids = pick(&cache.position_ids, "position_ids").or_else(|| inferred_name(InputRole::PositionIds));
     let encoder_attention_mask = pick(&cache.encoder_attention_mask, "encoder_attention_mask");
 
     let (position_rows, codebooks) =
@@ -420,7 +424,7 @@ pub fn build_with(sig: &Signature, contract: &Contract, batch: i64, hints: &infe
     // Only a static cache is driven a fixed number of tokens per call (its
     // form); a growing cache with a fixed token axis has a size baked in, and
     // a standard caller feeding its prompt at once finds out (a finding).
-    let static_cache = buffer.as_ref().is_some_and(|b| b.form == CacheForm::StaticBuffer);
+    let static_cache = buffer.as_ref().is_some_and(|b| b.form != CacheForm::SharedBuffer);
     let tokens_per_call = match sig.input(&input_ids).and_then(|p| p.ty.tensor_parts()) {
         Some((_, Some(d))) if static_cache => match d.get(1) {
             Some(Dim::Fixed(v)) => Some(*v),

@@ -75,6 +75,14 @@ pub enum CacheForm {
     StaticBuffer,
     /// onnxruntime-genai's shared past/present buffers of `max_length`.
     SharedBuffer,
+    /// Fixed buffers the graph reads whole while its presents hold only the
+    /// new tokens' rows: the caller writes them in at `cache_position`
+    /// (microsoft/winml-cli's static cache).
+    CallerWritten,
+    /// Fixed buffers the graph reads whole while its presents hold only the
+    /// new rows: the caller drops as many of the oldest rows and appends
+    /// them at the end, the mask right-aligned (winml-cli's sliding window).
+    CallerRolled,
     /// Only fixed-size states (convolution or recurrent), no growing cache.
     FixedState,
     /// No cache input at all.

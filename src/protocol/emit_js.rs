@@ -25,8 +25,11 @@ fn value(rule: Rule, t: &str) -> String {
         Rule::States => "states".into(),
         Rule::EncoderMask => format!("ints({t:?}, new Array(b * encLen).fill(1), [b, encLen])"),
         Rule::Mask => format!("ints({t:?}, new Array(b * (pastLen + n)).fill(1), [b, pastLen + n])"),
-        Rule::MaskOverBuffer(len) => format!(
+        Rule::MaskOverBuffer(len, false) => format!(
             "ints({t:?}, Array.from({{ length: b * {len} }}, (_, i) => (i % {len} < pastLen + n ? 1 : 0)), [b, {len}])"
+        ),
+        Rule::MaskOverBuffer(len, true) => format!(
+            "ints({t:?}, Array.from({{ length: b * {len} }}, (_, i) => (i % {len} >= {len} - (pastLen + n) ? 1 : 0)), [b, {len}])"
         ),
         Rule::CachePosition => format!("ints({t:?}, {range}, [n])"),
         Rule::LogitsToKeep => format!("ints({t:?}, [1], [])"),
@@ -85,6 +88,14 @@ import path from 'node:path';
     let _ = writeln!(o, "const CROSS_PAST = {}; // {cross_src}, then kept", cache(&s.cross_caches()));
     let _ = writeln!(o, "const SEQ_AXIS = {};\n", p.seq_axis);
     o.push_str(HELPERS);
+    // This export's presents hold only the new rows: the caller keeps each buffer.
+    if let Some(keep) = s.keep() {
+        let _ = writeln!(
+            o,
+            "const KEEP = {keep:?}; // write the new rows at the tokens' slots, or roll: drop the oldest, append"
+        );
+        o.push_str(KEPT);
+    }
     if s.audio() {
         o.push_str(NPY_HELPER);
     }
@@ -177,6 +188,10 @@ import path from 'node:path';
     for f in s.feeds() {
         let _ = writeln!(o, "      feeds[{:?}] = {};", f.name, value(f.rule, &f.dtype));
     }
+    let carry = match s.keep() {
+        Some(_) => "past = SELF_PAST.map(([, present], i) => kept(past[i], out[present], pastLen)); // the new rows into the kept buffer",
+        None => "past = SELF_PAST.map(([, present]) => out[present]); // the present becomes the past",
+    };
     let _ = write!(
         o,
         r#"      if (!(STEP0_WITHOUT_CACHE && step === 0)) {{
@@ -188,7 +203,7 @@ import path from 'node:path';
       for (const k of Object.keys(feeds)) if (!session.inputNames.includes(k)) delete feeds[k];
       const out = await session.run(feeds);
       logits = lastRows(out[LOGITS]);
-      past = SELF_PAST.map(([, present]) => out[present]); // the present becomes the past
+      {carry}
       if (step === 0 && CROSS_PAST.length && CROSS_PAST.every(([, q]) => q in out)) {{
         cross = CROSS_PAST.map(([, present]) => out[present]); // step 0's, kept (later ones are dummies)
       }}
@@ -250,6 +265,23 @@ main().catch((e) => {{
     );
     o
 }
+
+/// The buffer after a call whose presents are only the new rows (flat, row-major).
+const KEPT: &str = r#"function kept(buf, rows, at) {
+  const len = buf.dims[SEQ_AXIS], n = rows.dims[SEQ_AXIS];
+  const inner = buf.dims.slice(SEQ_AXIS + 1).reduce((x, y) => x * y, 1);
+  const outer = buf.dims.slice(0, SEQ_AXIS).reduce((x, y) => x * y, 1);
+  const data = buf.data.slice();
+  const slot = KEEP === 'roll' ? len - n : at;
+  for (let o = 0; o < outer; o++) {
+    const base = o * len * inner;
+    if (KEEP === 'roll') data.copyWithin(base, base + n * inner, base + len * inner);
+    data.set(rows.data.subarray(o * n * inner, (o + 1) * n * inner), base + slot * inner);
+  }
+  return new ort.Tensor(buf.type, data, buf.dims);
+}
+
+"#;
 
 const HELPERS: &str = r#"function args() {
   const a = { modelDir: null, ids: [], features: null, maxNewTokens: 16, numBeams: NUM_BEAMS, ignoreEos: false };

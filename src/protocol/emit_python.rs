@@ -45,8 +45,11 @@ fn value(rule: Rule, t: &str) -> String {
         Rule::States => format!("states.astype({d})"),
         Rule::EncoderMask => format!("np.ones((B, states.shape[1]), dtype={d})"),
         Rule::Mask => format!("np.ones((B, past_len + n), dtype={d})  # the past AND the new tokens"),
-        Rule::MaskOverBuffer(len) => format!(
+        Rule::MaskOverBuffer(len, false) => format!(
             "np.tile((np.arange({len}) < past_len + n).astype({d}), (B, 1))  # the whole buffer: ones up to the last token fed"
+        ),
+        Rule::MaskOverBuffer(len, true) => format!(
+            "np.tile((np.arange({len}) >= {len} - (past_len + n)).astype({d}), (B, 1))  # the whole buffer, right-aligned: ones over the last past + new slots"
         ),
         Rule::CachePosition => format!("{range}  # the buffer slots written"),
         Rule::LogitsToKeep => format!("np.array(1, dtype={d})  # logits for the last position only"),
@@ -105,6 +108,16 @@ import onnxruntime as ort
         let _ = writeln!(o, "TOKENS_PER_CALL = {k}  # the graph takes this many tokens per call, the prompt's too");
     }
     let axis = p.seq_axis;
+    // This export's presents hold only the new rows: the caller keeps each buffer.
+    let kept = match s.keep() {
+        Some("roll") => format!(
+            "\n\ndef kept(buf, rows, at):\n    \"\"\"The buffer after a call: its oldest rows dropped, the call's new rows (the present) appended.\"\"\"\n    n = rows.shape[{axis}]\n    return np.concatenate([np.take(buf, range(n, buf.shape[{axis}]), axis={axis}), rows], axis={axis})\n"
+        ),
+        Some(_) => format!(
+            "\n\ndef kept(buf, rows, at):\n    \"\"\"The buffer after a call: the call's new rows (the present) written at the slots its tokens fill.\"\"\"\n    out = buf.copy()\n    idx = [slice(None)] * buf.ndim\n    idx[{axis}] = slice(at, at + rows.shape[{axis}])\n    out[tuple(idx)] = rows\n    return out\n"
+        ),
+        None => String::new(),
+    };
     let _ = write!(
         o,
         r#"
@@ -116,7 +129,7 @@ def cache(shape, dtype, fixed, rows):
     if not fixed:
         s[{axis}] = 0
     return np.zeros(s, dtype=dtype)
-
+{kept}
 
 def log_softmax(x):
     m = x.max(axis=-1, keepdims=True)
@@ -222,8 +235,16 @@ def main():
         r#"            session = step0 if step == 0 else decoder
             declared = {{i.name for i in session.get_inputs()}}  # each file gets the inputs it declares
             out = dict(zip([o.name for o in session.get_outputs()], session.run(None, {{k: v for k, v in feeds.items() if k in declared}})))
-            past = {{p: out[q] for p, q, _, _, _ in SELF_PAST}}  # the present becomes the past
-            if step == 0 and CROSS_PAST and all(q in out for _, q, _, _, _ in CROSS_PAST):
+"#
+    );
+    let carry = match s.keep() {
+        Some(_) => "past = {p: kept(past[p], out[q], past_len) for p, q, _, _, _ in SELF_PAST}  # the new rows into the kept buffer",
+        None => "past = {p: out[q] for p, q, _, _, _ in SELF_PAST}  # the present becomes the past",
+    };
+    let _ = writeln!(o, "            {carry}");
+    let _ = write!(
+        o,
+        r#"            if step == 0 and CROSS_PAST and all(q in out for _, q, _, _, _ in CROSS_PAST):
                 cross = {{p: out[q] for p, q, _, _, _ in CROSS_PAST}}  # step 0's, kept (later ones are dummies)
 "#
     );

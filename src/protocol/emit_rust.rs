@@ -1,6 +1,7 @@
 //! The Rust program (ort 2 + ndarray; `half` too for float16 models),
 //! rendered from the recipe.
 
+use super::emit_rust_helpers::{EMBED_HELPER, FLOAT_HELPERS, HALF_HELPERS, KEPT, NPY_HELPER};
 use super::spec::{Cache, Rule, Spec};
 use std::fmt::Write;
 
@@ -25,9 +26,12 @@ fn value(rule: Rule, t: &str) -> String {
         Rule::States => "(&states)".into(),
         Rule::EncoderMask => format!("ints({t:?}, &[b, enc_len], vec![1; b * enc_len])?"),
         Rule::Mask => format!("ints({t:?}, &[b, past_len + n], vec![1; b * (past_len + n)])?"),
-        Rule::MaskOverBuffer(len) => {
+        Rule::MaskOverBuffer(len, false) => {
             format!("ints({t:?}, &[b, {len}], (0..b * {len}).map(|i| i64::from(i % {len} < past_len + n)).collect())?")
         }
+        Rule::MaskOverBuffer(len, true) => format!(
+            "ints({t:?}, &[b, {len}], (0..b * {len}).map(|i| i64::from(i % {len} + past_len + n >= {len})).collect())?"
+        ),
         Rule::CachePosition => format!("ints({t:?}, &[n], {range}.collect())?"),
         Rule::LogitsToKeep => format!("ints({t:?}, &[], vec![1])?"),
         Rule::Positions => format!("ints({t:?}, &[b, n], (0..b).flat_map(|_| {range}).collect())?"),
@@ -44,7 +48,8 @@ fn why(rule: Rule) -> &'static str {
         Rule::States => "the encoder's states, one row per beam",
         Rule::EncoderMask => "ones over the encoder's positions",
         Rule::Mask => "the past AND the new tokens",
-        Rule::MaskOverBuffer(_) => "the whole buffer: ones up to the last token fed, zeros after",
+        Rule::MaskOverBuffer(_, false) => "the whole buffer: ones up to the last token fed, zeros after",
+        Rule::MaskOverBuffer(_, true) => "the whole buffer, right-aligned: ones over the last past + new slots",
         Rule::CachePosition => "the buffer slots written",
         Rule::LogitsToKeep => "logits for the last position only",
         Rule::Positions => "continuing the past",
@@ -114,6 +119,11 @@ use std::path::PathBuf;
     let cross_src = if s.cross_from_encoder() { "the encoder's outputs" } else { "step 0's presents" };
     let _ = writeln!(o, "const CROSS_PAST: &[CacheRow] = {}; // {cross_src}, then kept\n", cache(&s.cross_caches()));
     let _ = write!(o, "{}", HELPERS.replace("SEQ_AXIS", &p.seq_axis.to_string()));
+    // This export's presents hold only the new rows: the caller keeps each buffer.
+    if let Some(keep) = s.keep() {
+        let _ = writeln!(o, "const KEEP: &str = {keep:?}; // write the new rows at the tokens' slots, or roll: drop the oldest, append\n");
+        let _ = write!(o, "{}", KEPT.replace("SEQ_AXIS", &p.seq_axis.to_string()));
+    }
     if f16 {
         o.push_str(HALF_HELPERS);
     } else {
@@ -184,6 +194,10 @@ use std::path::PathBuf;
         let _ = writeln!(o, "            // {}", why(f.rule));
         let _ = writeln!(o, "            feeds.push(({:?}.to_string(), {}.into()));", f.name, value(f.rule, &f.dtype));
     }
+    let carry = match s.keep() {
+        Some(_) => "past = SELF_PAST.iter().zip(&past).map(|(c, old)| kept(old, &out.remove(c.1).ok_or(format!(\"no {}\", c.1))?, past_len)).collect::<Result<_, Box<dyn Error>>>()?; // the new rows into the kept buffer",
+        None => "past = SELF_PAST.iter().map(|c| out.remove(c.1).ok_or(format!(\"no {}\", c.1))).collect::<Result<_, _>>()?;",
+    };
     let _ = write!(
         o,
         r#"            if !(STEP0_WITHOUT_CACHE && step == 0) {{
@@ -199,7 +213,7 @@ use std::path::PathBuf;
             let mut out = session.run(feeds)?;
             logits = last_rows(&out[LOGITS])?;
             // The present becomes the past; the cross-attention past is step 0's (later ones are dummies).
-            past = SELF_PAST.iter().map(|c| out.remove(c.1).ok_or(format!("no {{}}", c.1))).collect::<Result<_, _>>()?;
+            {carry}
             if step == 0 && !CROSS_PAST.is_empty() && CROSS_PAST.iter().all(|c| out.contains_key(c.1)) {{
                 cross = CROSS_PAST.iter().map(|c| out.remove(c.1).ok_or(format!("no {{}}", c.1))).collect::<Result<_, _>>()?;
             }}
@@ -380,94 +394,6 @@ fn log_softmax(row: &[f64]) -> Vec<f64> {
     let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
     let l = row.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
     row.iter().map(|v| v - m - l).collect()
-}
-
-"#;
-
-const FLOAT_HELPERS: &str = r#"fn element(_dtype: &str) -> TensorElementType {
-    TensorElementType::Float32
-}
-
-fn zeros(_dtype: &str, shape: &[usize]) -> Result<DynValue, Box<dyn Error>> {
-    Ok(Tensor::from_array(ArrayD::<f32>::zeros(IxDyn(shape)))?.into_dyn())
-}
-
-/// The rows of a float tensor at `origin` (a beam's cache follows its origin).
-fn rows(v: &DynValue, origin: &[usize]) -> Result<DynValue, Box<dyn Error>> {
-    Ok(Tensor::from_array(v.try_extract_array::<f32>()?.select(Axis(0), origin))?.into_dyn())
-}
-
-/// The logits of every row at the last position.
-fn last_rows(v: &DynValue) -> Result<Vec<Vec<f64>>, Box<dyn Error>> {
-    let a = v.try_extract_array::<f32>()?;
-    let last = a.shape()[1] - 1;
-    Ok(a.outer_iter().map(|r| r.index_axis(Axis(0), last).iter().map(|&x| f64::from(x)).collect()).collect())
-}
-
-"#;
-
-const HALF_HELPERS: &str = r#"fn element(dtype: &str) -> TensorElementType {
-    if dtype == "float16" { TensorElementType::Float16 } else { TensorElementType::Float32 }
-}
-
-fn zeros(dtype: &str, shape: &[usize]) -> Result<DynValue, Box<dyn Error>> {
-    Ok(if dtype == "float16" {
-        Tensor::from_array(ArrayD::from_elem(IxDyn(shape), half::f16::ZERO))?.into_dyn()
-    } else {
-        Tensor::from_array(ArrayD::<f32>::zeros(IxDyn(shape)))?.into_dyn()
-    })
-}
-
-fn is_half(v: &DynValue) -> bool {
-    v.dtype().tensor_type() == Some(TensorElementType::Float16)
-}
-
-/// The rows of a float tensor at `origin` (a beam's cache follows its origin).
-fn rows(v: &DynValue, origin: &[usize]) -> Result<DynValue, Box<dyn Error>> {
-    Ok(if is_half(v) {
-        Tensor::from_array(v.try_extract_array::<half::f16>()?.select(Axis(0), origin))?.into_dyn()
-    } else {
-        Tensor::from_array(v.try_extract_array::<f32>()?.select(Axis(0), origin))?.into_dyn()
-    })
-}
-
-/// The logits of every row at the last position.
-fn last_rows(v: &DynValue) -> Result<Vec<Vec<f64>>, Box<dyn Error>> {
-    let a: ArrayD<f64> = if is_half(v) {
-        v.try_extract_array::<half::f16>()?.mapv(|x| f64::from(x.to_f32()))
-    } else {
-        v.try_extract_array::<f32>()?.mapv(f64::from)
-    };
-    let last = a.shape()[1] - 1;
-    Ok(a.outer_iter().map(|r| r.index_axis(Axis(0), last).iter().copied().collect()).collect())
-}
-
-"#;
-
-const EMBED_HELPER: &str = r#"/// The embedding model's output for the tokens of a call.
-fn embeds(embed: &mut Session, part: &[Vec<i64>]) -> Result<DynValue, Box<dyn Error>> {
-    let input = embed.inputs()[0].name().to_string();
-    let t = if embed.inputs()[0].dtype().tensor_type() == Some(TensorElementType::Int32) { "int32" } else { "int64" };
-    let ids = ints(t, &[part.len(), part[0].len()], part.concat())?;
-    let output = embed.outputs()[0].name().to_string();
-    let mut out = embed.run(vec![(input, SessionInputValue::from(ids))])?;
-    Ok(out.remove(&output).ok_or("no embeddings")?)
-}
-
-"#;
-
-const NPY_HELPER: &str = r#"/// A float32 C-order .npy file (as np.save writes it), a batch axis added when it has none.
-fn npy(path: &PathBuf, rank: usize) -> Result<DynValue, Box<dyn Error>> {
-    let bytes = std::fs::read(path)?;
-    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
-    let header = std::str::from_utf8(&bytes[10..10 + hlen])?;
-    let shape_text = header.split("'shape': (").nth(1).and_then(|s| s.split(')').next()).ok_or("no shape")?;
-    let mut shape: Vec<usize> = shape_text.split(',').filter(|s| !s.trim().is_empty()).map(|s| s.trim().parse()).collect::<Result<_, _>>()?;
-    if shape.len() + 1 == rank {
-        shape.insert(0, 1);
-    }
-    let data: Vec<f32> = bytes[10 + hlen..].chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-    Ok(Tensor::from_array(ArrayD::from_shape_vec(IxDyn(&shape), data)?)?.into_dyn())
 }
 
 "#;

@@ -51,7 +51,14 @@ pub(super) fn adjust(plan: &Plan, step0: bool, embed: Option<&str>, rows: &mut V
         if let (Some(name), true) = (&plan.attention_mask, b.mask_over_buffer) {
             if let Some(r) = rows.iter_mut().find(|r| &r.0 == name) {
                 r.2 = format!("[batch, {}]", b.len);
-                r.3 = format!("ones over past + new, zeros after: the whole {}-slot buffer", b.len);
+                r.3 = if b.form == crate::plan::roles::CacheForm::CallerRolled {
+                    format!(
+                        "zeros, then ones over past + new at the end: the whole {}-slot buffer, right-aligned",
+                        b.len
+                    )
+                } else {
+                    format!("ones over past + new, zeros after: the whole {}-slot buffer", b.len)
+                };
             }
         }
     }
@@ -79,12 +86,20 @@ pub(super) fn adjust(plan: &Plan, step0: bool, embed: Option<&str>, rows: &mut V
         let len = c.shape.get(plan.seq_axis).copied().unwrap_or(0);
         r.3 = match (c.buffer, step0) {
             (true, true) => format!("zeros: the whole buffer of {len} slots, written in place at the past length"),
-            (true, false) => {
-                format!(
+            (true, false) => match plan.caller_kept() {
+                Some(crate::plan::roles::CacheForm::CallerRolled) => format!(
+                    "the previous buffer with its oldest rows dropped and the previous step's {} (the new rows only) appended at the end: {len} slots",
+                    c.present
+                ),
+                Some(_) => format!(
+                    "the previous buffer with the previous step's {} (the new rows only) written at its slots (cache_position): {len} slots",
+                    c.present
+                ),
+                None => format!(
                     "{} of the previous step: the same {len} slots, the new token written at slot past_len",
                     c.present
-                )
-            }
+                ),
+            },
             (false, true) => "zeros: a state of fixed shape".into(),
             (false, false) => format!("{} of the previous step (carried, never grown)", c.present),
         };

@@ -10,6 +10,7 @@ mod emit_encoder;
 mod emit_js;
 mod emit_python;
 mod emit_rust;
+mod emit_rust_helpers;
 mod forms;
 #[cfg(feature = "runtime")]
 pub mod reference;

@@ -24,6 +24,16 @@ pub(super) fn rules(plan: &Plan, form: &str, e: &Entry, beams: Option<i64>) -> V
         ));
     }
     match &plan.buffer {
+        Some(b) if plan.caller_kept() == Some(crate::plan::roles::CacheForm::CallerRolled) => out.push(format!(
+            "The cache is a fixed buffer of {} slots on axis {} that the caller keeps: the presents hold only the new tokens' rows; after each call drop as many of the buffer's oldest rows and append them at its end (a sliding window), the attention mask right-aligned (ones over the last past + new slots); feeding a present back as the next past is wrong.",
+            b.len, plan.seq_axis
+        )),
+        Some(b) if plan.caller_kept().is_some() => out.push(format!(
+            "The cache is a fixed buffer of {} slots on axis {} that the caller keeps: the presents hold only the new tokens' rows; after each call write them into the buffer at the slots the call's tokens fill{}; feeding a present back as the next past is wrong, and a generation ends when the buffer is full.",
+            b.len,
+            plan.seq_axis,
+            plan.cache_position.as_ref().map(|c| format!(" (`{c}`)")).unwrap_or_default()
+        )),
         Some(b) => out.push(format!(
             "The cache is a fixed buffer of {} slots on axis {}: every call writes its tokens in place at the past length{}; it never grows, and a generation ends when it is full.",
             b.len,

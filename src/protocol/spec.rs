@@ -23,8 +23,10 @@ pub(crate) enum Rule {
     EncoderMask,
     /// Ones `[rows, past_len + n]`: the past AND the new tokens.
     Mask,
-    /// `[rows, len]` over the whole buffer: ones up to `past_len + n`, zeros after.
-    MaskOverBuffer(i64),
+    /// `[rows, len]` over the whole buffer: ones up to `past_len + n`, zeros
+    /// after; right-aligned (`true`: zeros, then ones over the last
+    /// `past_len + n` slots) where the caller rolls the buffer.
+    MaskOverBuffer(i64, bool),
     /// `arange(past_len, past_len + n)`, `[n]`: the buffer slots written.
     CachePosition,
     /// The scalar 1: logits for the last position only.
@@ -114,7 +116,10 @@ impl Spec<'_> {
             push(m, Rule::EncoderMask);
         }
         match (&p.attention_mask, p.buffer.as_ref().filter(|b| b.mask_over_buffer)) {
-            (Some(m), Some(b)) => push(m, Rule::MaskOverBuffer(b.len)),
+            (Some(m), Some(b)) => {
+                let right = p.caller_kept() == Some(crate::plan::roles::CacheForm::CallerRolled);
+                push(m, Rule::MaskOverBuffer(b.len, right))
+            }
             (Some(m), None) => push(m, Rule::Mask),
             _ => {}
         }
@@ -140,9 +145,15 @@ impl Spec<'_> {
         self.feeds().iter().any(|f| {
             matches!(
                 f.rule,
-                Rule::Mask | Rule::MaskOverBuffer(_) | Rule::CachePosition | Rule::Positions | Rule::Positions3(_)
+                Rule::Mask | Rule::MaskOverBuffer(..) | Rule::CachePosition | Rule::Positions | Rule::Positions3(_)
             )
         })
+    }
+    /// How the caller puts a call's presents into the buffers it keeps
+    /// (`write` at the tokens' slots, `roll`: drop the oldest, append), when
+    /// this export's presents hold only the new rows.
+    pub(crate) fn keep(&self) -> Option<&'static str> {
+        self.plan.caller_kept().map(|f| if f == crate::plan::roles::CacheForm::CallerRolled { "roll" } else { "write" })
     }
     /// The self-attention caches (and states), refreshed from the presents every call.
     pub(crate) fn self_caches(&self) -> Vec<Cache> {

@@ -23,8 +23,29 @@ pub(super) fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, fee
     // Pasts whose present's rows the bit-exact re-run gives, that are no gather of them.
     let mut exact_unmatched: Vec<String> = Vec::new();
     let mut detail = String::new();
+    // Buffers the caller keeps: what the fed one is, only a re-run can show.
+    let mut unshown = Vec::new();
     for c in &plan.self_past {
         let (Some(fed), Some(present)) = (feeds.get(&c.past), prev.get(&c.present)) else { continue };
+        if c.buffer && plan.caller_kept().is_some() {
+            match &fed.kept {
+                Some(crate::caller::trace::Kept::Right(_)) => {}
+                Some(crate::caller::trace::Kept::Wrong(w)) => {
+                    wrong.push(c.past.clone());
+                    if detail.is_empty() {
+                        detail = format!("`{}` is {w}", c.past);
+                    }
+                }
+                None if history.is_zeros(fed) => {
+                    wrong.push(c.past.clone());
+                    if detail.is_empty() {
+                        detail = format!("`{}` is fresh zeros {:?} (the buffer kept so far is thrown away); put `{}` of call {last} into the buffer fed at that call", c.past, fed.shape, c.present);
+                    }
+                }
+                None => unshown.push(c.past.clone()),
+            }
+            continue;
+        }
         let other_values = fed.digest.is_some() && present.digest.is_some() && fed.digest != present.digest;
         // Rows of the present gathered (a beam search's reorder): the
         // decoding strategy judges whether they are the rows the beams chose.
@@ -121,12 +142,18 @@ pub(super) fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, fee
         };
         return Some(Finding::new(Code::CallerUndecided, crate::finding::Severity::Info, message).names(undecided));
     }
+    if wrong.is_empty() && !unshown.is_empty() {
+        let message = format!(
+            "{} is a buffer the caller keeps (the model's presents hold only the new rows): whether call {last}'s present was put into it as the protocol says cannot be shown from the trace's digests without a re-run whose presents are bit-exact with the caller's (run without --static-only, on the runtime that recorded it)",
+            fold_names(&unshown).join(", ")
+        );
+        return Some(Finding::new(Code::CallerUndecided, crate::finding::Severity::Info, message).names(unshown));
+    }
     (!wrong.is_empty()).then(|| {
-        Finding::error(
-            Code::CallerPast,
-            format!("{} is not the previous call's present: {detail}", fold_names(&wrong).join(", ")),
-        )
-        .names(wrong)
+        let kept = plan.caller_kept().is_some();
+        let what = if kept { "the buffer a correct caller keeps" } else { "the previous call's present" };
+        Finding::error(Code::CallerPast, format!("{} is not {what}: {detail}", fold_names(&wrong).join(", ")))
+            .names(wrong)
     })
 }
 
