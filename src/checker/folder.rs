@@ -147,18 +147,19 @@ fn setup_for(folder: &Folder, e: &Entry) -> (Setup, String) {
 
 /// The companion files (encoders) that several of the folder's runs open,
 /// with how many runs open each: one session serves them all.
-fn shared_companions(checker: &Checker, folder: &Folder) -> Vec<(PathBuf, usize)> {
+fn shared_companions(checker: &Checker, folder: &Folder, setups: &[(Setup, String)]) -> Vec<(PathBuf, usize)> {
     let mut counts: Vec<(PathBuf, usize)> = Vec::new();
     // In-process runs keep nothing for later takers: an application's process outlives the check.
     if checker.static_only || checker.isolation == super::Isolation::InProcess {
         return counts;
     }
-    for e in folder.entries.iter().filter(|e| folder.contract_for(e).is_some()) {
-        let (setup, _) = setup_for(folder, e);
-        if setup.static_only.is_some() {
+    for (e, (setup, _)) in folder.entries.iter().zip(setups) {
+        if folder.contract_for(e).is_none() || setup.static_only.is_some() {
             continue;
         }
-        for path in [setup.encoder, setup.compare_encoder].into_iter().flatten() {
+        // A run opens each file once: a variant compared on its own encoder takes it once.
+        let compared = setup.compare_encoder.clone().filter(|c| setup.encoder.as_ref() != Some(c));
+        for path in [setup.encoder.clone(), compared].into_iter().flatten() {
             match counts.iter_mut().find(|(p, _)| *p == path) {
                 Some((_, n)) => *n += 1,
                 None => counts.push((path, 1)),
@@ -173,9 +174,9 @@ fn check_entry(
     checker: &Checker,
     folder: &Folder,
     e: &Entry,
+    (mut setup, mut driven_as): (Setup, String),
     shared: &[(PathBuf, usize)],
 ) -> Result<FileReport, Error> {
-    let (mut setup, mut driven_as) = setup_for(folder, e);
     setup.shared = shared.to_vec();
     if checker.static_only && setup.static_only.is_none() {
         driven_as = format!("static check only (a run would drive it as: {driven_as})");
@@ -252,9 +253,6 @@ fn check_entry(
     Ok(FileReport { path: shown, role: e.role, variant: e.file.variant.clone(), driven_as, report, encoder_crash })
 }
 
-/// Every file's check, in file order. Each runtime job is its own child
-/// process, mostly creating sessions (single-threaded work): run up to one
-/// per core at once. In-process runs share one ONNX Runtime: one at a time.
 /// `checker`, whose progress lines say which file they are about and how
 /// many files are left (the spinner shows one line for the whole folder).
 fn announcing(
@@ -278,12 +276,19 @@ fn announcing(
     c
 }
 
+/// Every file's check, in file order: up to one per core at once, their
+/// runtime jobs threads of one host process (`engine::host`) that shares
+/// each companion session among them. In-process runs share the caller's
+/// ONNX Runtime: one at a time.
 fn check_entries(checker: &Checker, folder: &Folder) -> Result<Vec<FileReport>, Error> {
     let total = folder.entries.len();
     let left = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(total));
-    let shared = shared_companions(checker, folder);
-    let check_entry = |checker: &Checker, folder: &Folder, e: &Entry| {
-        let r = check_entry(&announcing(checker, &e.file.rel, left.clone(), total), folder, e, &shared);
+    // Each file's setup once: the companions' counts are read off the same setups the runs get.
+    let setups: Vec<(Setup, String)> = folder.entries.iter().map(|e| setup_for(folder, e)).collect();
+    let shared = shared_companions(checker, folder, &setups);
+    let check_entry = |checker: &Checker, folder: &Folder, i: usize| {
+        let (e, setup) = (&folder.entries[i], setups[i].clone());
+        let r = check_entry(&announcing(checker, &e.file.rel, left.clone(), total), folder, e, setup, &shared);
         left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         r
     };
@@ -292,7 +297,7 @@ fn check_entries(checker: &Checker, folder: &Folder) -> Result<Vec<FileReport>, 
         _ => std::thread::available_parallelism().map_or(1, |n| n.get()).min(folder.entries.len()).max(1),
     };
     if workers == 1 {
-        return folder.entries.iter().map(|e| check_entry(checker, folder, e)).collect();
+        return (0..total).map(|i| check_entry(checker, folder, i)).collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
     let slots: Vec<std::sync::Mutex<Option<Result<FileReport, Error>>>> =
@@ -301,8 +306,10 @@ fn check_entries(checker: &Checker, folder: &Folder) -> Result<Vec<FileReport>, 
         for _ in 0..workers {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let Some(e) = folder.entries.get(i) else { break };
-                let r = check_entry(checker, folder, e);
+                if i >= total {
+                    break;
+                }
+                let r = check_entry(checker, folder, i);
                 if let Ok(mut slot) = slots[i].lock() {
                     *slot = Some(r);
                 }
@@ -395,7 +402,7 @@ pub(super) fn run_file(checker: &Checker, model: &Path) -> Result<Report, Error>
         .iter()
         .find(|e| e.file.path == model)
         .ok_or_else(|| Error::Internal("file not found in its folder".into()))?;
-    let mut r = check_entry(checker, &folder, e, &[])?.report;
+    let mut r = check_entry(checker, &folder, e, setup_for(&folder, e), &[])?.report;
     r.model = model.display().to_string();
     Ok(r)
 }

@@ -7,15 +7,16 @@ use crate::engine::host::{Reply, Request};
 use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
+/// A job thread's stack: the main thread's 8 MiB, as a job run alone in a
+/// child of its own has (a deep graph's diagnosis recurses).
+const JOB_STACK: usize = 8 << 20;
+
 /// Reads jobs until stdin closes, then waits for the running ones. A panic
-/// of any job ends the host at once: the parent then runs each of its
-/// unfinished jobs again alone, where the panic is named at its own job.
+/// a job does not catch itself ends the host at once: the parent then runs
+/// each of its unfinished jobs again alone, where the panic is named at its
+/// own job. (Panics the code catches on purpose — a session's, a
+/// reproduction's — stay inside their job.)
 pub(crate) fn host_main() -> i32 {
-    let said = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        said(info);
-        std::process::exit(101);
-    }));
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let write = |out: &Mutex<std::io::Stdout>, reply: &Reply| {
         let line = serde_json::to_string(reply).unwrap_or_default();
@@ -32,15 +33,25 @@ pub(crate) fn host_main() -> i32 {
             Err(_) => return 64,
         };
         let out = out.clone();
-        running.push(std::thread::spawn(move || {
-            crate::checks::job::drive(&job, &mut |ev| {
-                let event = Some(crate::engine::wire::finite(ev));
-                write(&out, &Reply { id, event, ended: false });
-            });
+        let spawned = std::thread::Builder::new().stack_size(JOB_STACK).spawn(move || {
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                crate::checks::job::drive(&job, &mut |ev| {
+                    let event = Some(crate::engine::wire::finite(ev));
+                    write(&out, &Reply { id, event, ended: false });
+                })
+            }));
+            if ran.is_err() {
+                // Its events so far are with the parent; every unfinished job runs again alone.
+                std::process::exit(101);
+            }
             write(&out, &Reply { id, event: None, ended: true });
-        }));
+        });
+        match spawned {
+            Ok(job) => running.push(job),
+            // No thread for it: the parent runs the jobs this host did not end alone.
+            Err(_) => return 71,
+        }
     }
-    // A panicking job ended the process in the hook above, before this.
     if running.into_iter().any(|job| job.join().is_err()) {
         return 101;
     }
