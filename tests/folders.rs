@@ -239,3 +239,23 @@ fn a_run_that_kills_the_shared_process_is_named_at_its_own_file() {
     assert_eq!(crash["node"], "/bucket/Div (Div)", "{crash:#}");
     assert_eq!(file_report(&r, "decoder_model.onnx")["verdict"], "pass");
 }
+
+#[test]
+fn a_panic_of_ours_in_a_shared_process_is_named_at_each_job_it_hit() {
+    // A bug of this tool (a panic no code catches) in the host running both
+    // decoders' jobs: each runs again alone and its own panic is named there.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_onnx-contract"))
+        .args(["check", "models/marian-tiny", "--format", "json", "--no-consumer-run"])
+        .env("ONNX_CONTRACT_FAULT", "panic@2")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for file in ["decoder_model_merged.onnx", "decoder_with_past_model.onnx"] {
+        let f = file_report(&r, file);
+        let crash = f["findings"].as_array().unwrap().iter().find(|x| x["code"] == "crash").expect("a crash");
+        let said = format!("{}", crash["cause"]);
+        assert!(said.contains("panicked (a bug in this tool)") && said.contains("panic@2"), "{file}: {crash:#}");
+    }
+    assert_eq!(file_report(&r, "encoder_model.onnx")["verdict"], "pass");
+}

@@ -27,7 +27,9 @@ pub(super) fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, fee
     let mut unshown = Vec::new();
     for c in &plan.self_past {
         let (Some(fed), Some(present)) = (feeds.get(&c.past), prev.get(&c.present)) else { continue };
-        if c.buffer && plan.caller_kept().is_some() {
+        // A buffer the plan says the caller keeps, or a fixed state whose present is only its newest rows.
+        let whole = fed.shape.get(1..) == c.shape.get(1..);
+        if (c.buffer && plan.caller_kept().is_some()) || (c.fixed && whole && fed.shape != present.shape) {
             match &fed.kept {
                 Some(crate::caller::trace::Kept::Right(_)) => {}
                 Some(crate::caller::trace::Kept::Wrong(w)) => {

@@ -1,5 +1,6 @@
 //! Buffers a caller keeps itself, where the model's presents hold only the
-//! new tokens' rows (microsoft/winml-cli's static cache and sliding window):
+//! new tokens' rows (microsoft/winml-cli's static cache and sliding window;
+//! a convolution state whose present is its newest column, rolled in):
 //! the past a correct caller feeds is its previous buffer with the previous
 //! call's present written at the slots those tokens fill, or appended after
 //! dropping as many of the oldest rows. A trace keeps the buffer as a digest
@@ -50,7 +51,6 @@ impl Buffers {
         fed: &[crate::engine::feeds::Feed],
         out: &crate::engine::feeds::Outputs,
     ) {
-        let Some(_) = plan.caller_kept() else { return };
         let n = c.feeds.iter().find(|f| f.name == plan.input_ids).and_then(|f| f.shape.get(1)).copied().unwrap_or(1);
         let written = plan
             .cache_position
@@ -60,12 +60,17 @@ impl Buffers {
         self.slot = written.unwrap_or(self.tokens);
         self.tokens += usize::try_from(n).unwrap_or(1);
         self.last.clear();
-        for p in plan.self_past.iter().filter(|p| p.buffer) {
+        for p in plan.self_past.iter().filter(|p| p.fixed) {
             let buffer = fed.iter().find(|f| f.name == p.past).and_then(|f| match &f.values {
-                crate::engine::feeds::Values::Float(a) => Some(a.clone()),
+                crate::engine::feeds::Values::Float(a) => Some(a),
                 _ => None,
             });
+            // Only a present that is not the whole tensor leaves the caller anything to keep.
             let (Some(buffer), Some(present)) = (buffer, out.floats.get(&p.present)) else { continue };
+            if present.shape() == buffer.shape() {
+                continue;
+            }
+            let buffer = buffer.clone();
             let recorded = c.outputs.iter().find(|(name, _)| *name == p.present).map(|(_, d)| d);
             let exact =
                 ["float32", "float16"].iter().any(|d| digest_of(d, present).as_ref() == recorded && recorded.is_some());
@@ -95,14 +100,18 @@ fn rolled(buffer: &ArrayD<f32>, rows: &ArrayD<f32>, axis: usize) -> ArrayD<f32> 
 /// previous one: `None` where nothing can be told (no previous call, a
 /// present that is not bit-exact, a digest-less feed).
 pub(crate) fn found(plan: &Plan, chain: &Chain, f: &ReplayFeed, dims: &[usize]) -> Option<Found> {
-    let form = plan.caller_kept()?;
     let digest = f.digest.as_ref().filter(|_| f.value.is_none() && !f.zeros)?;
     let (buffer, present, exact) = chain.buffers.last.get(&f.name)?;
-    let axis = plan.seq_axis;
-    let present_name = plan.self_past.iter().find(|p| p.past == f.name).map_or("the present", |p| p.present.as_str());
-    if buffer.shape() != dims || axis >= dims.len() || present.ndim() != dims.len() {
+    let p = plan.self_past.iter().find(|p| p.past == f.name)?;
+    let present_name = p.present.as_str();
+    if buffer.shape() != dims || present.ndim() != dims.len() {
         return None;
     }
+    // A buffer the plan says the caller keeps; else a state whose present is
+    // only its newest rows (a convolution window the caller rolls itself).
+    let form = plan.caller_kept().filter(|_| p.buffer).unwrap_or(CacheForm::CallerRolled);
+    let differ: Vec<usize> = (0..dims.len()).filter(|&a| present.shape()[a] != dims[a]).collect();
+    let [axis] = differ[..] else { return None };
     let (len, n) = (dims[axis], present.shape()[axis]);
     if n == 0 || n > len || (0..dims.len()).any(|a| a != axis && present.shape()[a] != dims[a]) {
         return None;
