@@ -57,6 +57,23 @@ model.save_pretrained() writes.
                              every call overwrites slot 0 and attends to slots
                              that were never written. Derived from
                              static-cache-llama/model.onnx with onnx alone.
+  static-cache-caller-writes/ winml-cli's WinMLStaticCache export form: the
+                             presents hold only the new token's rows. In:
+                             input_ids [1,1], attention_mask [1,32] int64
+                             (ones on slots 0..cache_position), cache_position
+                             [1], past_<i>_key/value [1,2,32,16]; out: logits
+                             [1,1,500], present_<i>_key/value [1,2,1,16]. The
+                             graph writes the new rows into a copy of the past
+                             (ScatterND) to attend; the caller writes each
+                             present into its own buffer at cache_position.
+  sliding-cache-caller-rolls/ winml-cli's WinMLSlidingWindowCache form: as
+                             above with position_id [1,1] (absolute, RoPE)
+                             for cache_position and the mask right-aligned
+                             (ones on the last min(p+1, 32) slots); inside,
+                             cat(past[:, :, 1:], new); the caller rolls its
+                             buffer the same way. Both dynamo-exported like
+                             static-cache-with-mask, the per-node stack traces
+                             removed. Fed presents as pasts, ORT refuses them.
 """
 import shutil
 import warnings
@@ -80,23 +97,6 @@ PROMPT = [1, 307, 42, 118]  # bos + 3 tokens: 4 tokens, one chunk for the traced
 NEW_TOKENS = 8
 OPSET = 17  # TorchScript exporter
 OPSET_DYNAMO = 18  # torch.export-based exporter (its minimum)
-
-
-_torch = fc.one_thread_torch
-
-
-def build_model():
-    """The seeded tiny Llama (transformers' default attention, sdpa)."""
-    torch = _torch()
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(SEED)
-    cfg = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS,
-        num_attention_heads=4, num_key_value_heads=KV_HEADS, max_position_embeddings=128,
-        rms_norm_eps=1e-6, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
-    )
-    return LlamaForCausalLM(cfg).eval()
 
 
 # The dynamo exporter records the Python frames each node came from, file and
@@ -144,6 +144,84 @@ def make_wrapper(model, with_mask=False):
             return tuple(result)
 
     return StaticCacheLM(model).eval()
+
+
+_torch = fc.one_thread_torch  # used by the functions above too (looked up when called)
+
+
+def build_model():
+    """The seeded tiny Llama (transformers' default attention, sdpa)."""
+    torch = _torch()
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(SEED)
+    cfg = LlamaConfig(
+        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS,
+        num_attention_heads=4, num_key_value_heads=KV_HEADS, max_position_embeddings=128,
+        rms_norm_eps=1e-6, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+    )
+    return LlamaForCausalLM(cfg).eval()
+
+
+def make_new_rows_wrapper(model, sliding=False):
+    """winml-cli's export form where the caller keeps the buffers: the graph
+    returns only the new tokens' keys/values. forward(input_ids,
+    attention_mask, cache_position | position_id, *past) -> (logits,
+    *present), past [1, kv_heads, MAX, head_dim], present [1, kv_heads, n,
+    head_dim]. Inside, each layer attends over a copy of its buffer updated
+    as the caller will update its own: the new rows written at cache_position
+    (index_copy, out of place) or, sliding, the n oldest rows dropped and the
+    new ones appended (cat(old[:, :, n:], new)); the sliding form's
+    cache_position (HF's query buffer index, for the causal mask) is
+    [MAX-n, MAX) and position_id (absolute) drives RoPE."""
+    torch = _torch()
+    from transformers import StaticCache
+
+    class NewRowsCache(StaticCache):
+        def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
+            layer = self.layers[layer_idx]
+            if sliding:
+                n = key_states.shape[2]
+                keys = torch.cat([layer.keys[:, :, n:], key_states], dim=2)
+                values = torch.cat([layer.values[:, :, n:], value_states], dim=2)
+            else:
+                at = cache_kwargs["cache_position"]
+                keys = layer.keys.index_copy(2, at, key_states)
+                values = layer.values.index_copy(2, at, value_states)
+            layer.keys, layer.values = keys, values
+            self.new_rows[layer_idx] = (key_states, value_states)
+            return keys, values
+
+    class NewRowsLM(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, position, *past):
+            cache = NewRowsCache(config=self.model.config, max_cache_len=past[0].shape[2])
+            cache.early_initialization(
+                batch_size=past[0].shape[0], num_heads=past[0].shape[1], head_dim=past[0].shape[3],
+                dtype=past[0].dtype, device=past[0].device,
+            )
+            cache.new_rows = {}
+            for i, layer in enumerate(cache.layers):
+                layer.keys, layer.values = past[2 * i], past[2 * i + 1]
+            if sliding:
+                n, size = input_ids.shape[1], past[0].shape[2]
+                cache_position = torch.arange(size - n, size, device=input_ids.device)
+                position_ids = position
+            else:
+                cache_position, position_ids = position, None
+            out = self.model(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                cache_position=cache_position, past_key_values=cache, use_cache=True,
+            )
+            result = [out.logits]
+            for i in range(len(cache.layers)):
+                result += list(cache.new_rows[i])
+            return tuple(result)
+
+    return NewRowsLM(model).eval()
 
 
 def optimum_names():
@@ -477,17 +555,225 @@ def gen_static_cache_writes_at_zero():
     onnx.save(m, out / "model.onnx")
 
 
+# ---------------------------------------------------------------- caller-kept buffers (new rows out)
+
+STACK_TRACE_KEY = "pkg.torch.onnx.stack_trace"
+
+
+def strip_stack_traces(path: Path):
+    """Drop the dynamo exporter's per-node Python stack traces (file paths of
+    this script and of the installed transformers, with line numbers), so the
+    bytes do not depend on where Python lives or on this script's layout.
+    External data is left as written (the proto keeps its references)."""
+    m = onnx.load(str(path), load_external_data=False)
+    graphs = [m.graph] + [f for f in m.functions]
+    for g in graphs:
+        for n in g.node:
+            kept = [p for p in n.metadata_props if p.key != STACK_TRACE_KEY]
+            del n.metadata_props[:]
+            n.metadata_props.extend(kept)
+    onnx.save(m, str(path))
+    onnx.checker.check_model(str(path))
+
+
+def gen_new_rows(name, sliding):
+    """Exported at one token (step 0) with the dynamo exporter, as
+    static-cache-with-mask: the masks below are the caller's at step 0."""
+    torch = _torch()
+    model = build_model()
+    out = OUT / name
+    write_configs(model, out)
+    past_names, present_names = winml_names()
+    mask = torch.zeros(1, MAX, dtype=torch.int64)
+    if sliding:
+        mask[0, -1] = 1
+        position, position_name = torch.tensor([[0]]), "position_id"
+    else:
+        mask[0, 0] = 1
+        position, position_name = torch.tensor([0]), "cache_position"
+    with torch.no_grad():
+        export(
+            make_new_rows_wrapper(model, sliding=sliding),
+            [torch.tensor([[PROMPT[0]]]), mask, position, *zero_past()],
+            out / "model.onnx", ["input_ids", "attention_mask", position_name, *past_names],
+            ["logits", *present_names], dynamo=True,
+        )
+    strip_stack_traces(out / "model.onnx")
+
+
+def gen_static_cache_caller_writes():
+    gen_new_rows("static-cache-caller-writes", sliding=False)
+
+
+def gen_sliding_cache_caller_rolls():
+    gen_new_rows("sliding-cache-caller-rolls", sliding=True)
+
+
+class KeptDriver:
+    """The caller of a new-rows export: it keeps MAX-slot buffers (zeros at
+    the start), feeds them as the pasts and updates them with each call's
+    presents (the new token's rows). static: cache_position [p], mask ones on
+    slots 0..p, present written at slot p (`write_at` overrides the slot: a
+    caller mistake). sliding: position_id [[p]], mask ones on the last
+    min(p+1, MAX) slots, buf = concat(buf[:, :, 1:], present) (`roll=False`:
+    the present overwrites the last slot instead, a caller mistake)."""
+
+    def __init__(self, path, sliding, write_at=None, roll=True):
+        self.sess = session(path)
+        self.sliding, self.write_at, self.roll = sliding, write_at, roll
+        self.past_names, self.present_names = winml_names()
+        self.buf = {n: np.zeros((1, KV_HEADS, MAX, HEAD_DIM), np.float32) for n in self.past_names}
+
+    def feed(self, tok, pos):
+        m = np.zeros((1, MAX), np.int64)
+        if self.sliding:
+            m[0, MAX - min(pos + 1, MAX):] = 1
+            feed = {"input_ids": np.array([[tok]], np.int64), "attention_mask": m,
+                    "position_id": np.array([[pos]], np.int64)}
+        else:
+            m[0, : pos + 1] = 1
+            feed = {"input_ids": np.array([[tok]], np.int64), "attention_mask": m,
+                    "cache_position": np.array([pos], np.int64)}
+        feed.update(self.buf)
+        return feed
+
+    def step(self, tok, pos):
+        res = dict(zip([o.name for o in self.sess.get_outputs()], self.sess.run(None, self.feed(tok, pos))))
+        for p, q in zip(self.past_names, self.present_names):
+            new = res[q]
+            if self.sliding and self.roll:
+                self.buf[p] = np.concatenate([self.buf[p][:, :, 1:], new], axis=2)
+            elif self.sliding:
+                self.buf[p] = self.buf[p].copy()
+                self.buf[p][:, :, -1:] = new
+            else:
+                self.buf[p] = self.buf[p].copy()
+                slot = pos if self.write_at is None else self.write_at
+                self.buf[p][:, :, slot:slot + 1] = new
+        return res
+
+
+def drive_greedy(d, calls):
+    """Prompt one token per call, then greedy; `calls` calls in all. Returns
+    (new tokens, last-row logits of every call)."""
+    seq, logits = list(PROMPT), []
+    for p in range(calls):
+        row = d.step(seq[p], p)["logits"][0, -1].astype(np.float64)
+        logits.append(row)
+        if p >= len(PROMPT) - 1:
+            seq.append(int(row.argmax()))
+    return seq[len(PROMPT):], logits
+
+
+def verify_new_rows(folder: Path, sliding):
+    path = folder / "model.onnx"
+    describe(path)
+    m = onnx.load(str(path), load_external_data=False)
+    ops = Counter(n.op_type for n in m.graph.node)
+    print("    more ops:", ", ".join(f"{k} {ops[k]}" for k in ("Concat", "Slice", "Transpose", "GatherND", "And")
+                                      if ops[k]),
+          "| inputs read by nodes:", sorted({i for n in m.graph.node for i in n.input} & {i.name for i in m.graph.input}))
+    ref_tokens, ref_gen_logits, full, prefix, kv = torch_reference(PROMPT)
+    calls = len(PROMPT) + NEW_TOKENS - 1  # 11: the last token is not fed
+    d = KeptDriver(path, sliding)
+    tokens, logits = drive_greedy(d, calls)
+    print(f"  greedy tokens: ORT {tokens}")
+    print(f"                 torch generate (StaticCache) {ref_tokens}  -> {'same' if tokens == ref_tokens else 'DIFFERENT'}")
+    seq = PROMPT + tokens
+    diffs = [np.abs(logits[p] - full[p]).max() for p in range(calls)]
+    print(f"  calls 0..{calls - 1} (positions 0..{calls - 1}) vs uncached forward of the prefix, max|dlogits|:",
+          ", ".join(fmt(x) for x in diffs))
+    print("  generated steps k=0..7 vs torch StaticCache generate, max|dlogits|:",
+          ", ".join(fmt(np.abs(logits[len(PROMPT) - 1 + k] - ref_gen_logits[k]).max()) for k in range(NEW_TOKENS)))
+    L = calls
+    used = slice(MAX - L, MAX) if sliding else slice(0, L)
+    empty = slice(0, MAX - L) if sliding else slice(L, MAX)
+    kd = max(np.abs(d.buf[d.past_names[2 * i + j]][0, :, used] - kv[i][j]).max() for i in range(LAYERS) for j in range(2))
+    tail = max(np.abs(d.buf[n][0, :, empty]).max() for n in d.past_names)
+    print(f"  caller's buffers after {L} calls: slots {used.start}..{used.stop - 1} vs torch's DynamicCache "
+          f"keys/values max|d| {fmt(kd)}; slots {empty.start}..{empty.stop - 1} max|x| {fmt(tail)}")
+    # the mask: noise in the slots it zeroes changes nothing; an all-ones mask does
+    feed = d.feed(seq[L], L)
+    base = d.sess.run(None, feed)[0][0, -1].astype(np.float64)
+    zeros = feed["attention_mask"][0] == 0
+    rng = np.random.default_rng(SEED)
+    noisy = dict(feed)
+    for n in d.past_names:
+        noisy[n] = feed[n].copy()
+        noisy[n][0, :, zeros] = rng.normal(0, 100, noisy[n][0, :, zeros].shape)
+    print(f"  call at position {L}: the {int(zeros.sum())} mask-zero slots of every past filled with N(0,100) noise: "
+          f"max|dlogits| {fmt(np.abs(d.sess.run(None, noisy)[0][0, -1] - base).max())}; all-ones mask: max|dlogits| "
+          f"{fmt(np.abs(d.sess.run(None, dict(feed, attention_mask=np.ones((1, MAX), np.int64)))[0][0, -1] - base).max())}")
+    # the present is the new rows only: the key of position L is the rows written at this call
+    out = d.sess.run(None, feed)
+    print(f"  present_0_key {list(out[1].shape)} at position {L} vs torch's key of position {L}: max|d| "
+          f"{fmt(np.abs(out[1][0, :, 0] - torch_key(seq[: L + 1])[:, L]).max())}")
+    # a naive driver: each present fed back as the next past
+    naive = session(path)
+    past_names, present_names = winml_names()
+    feed = KeptDriver(path, sliding).feed(PROMPT[0], 0)
+    res = dict(zip([o.name for o in naive.get_outputs()], naive.run(None, feed)))
+    feed = KeptDriver(path, sliding).feed(PROMPT[1], 1)
+    feed.update({p: res[q] for p, q in zip(past_names, present_names)})
+    try:
+        naive.run(None, feed)
+        print("  naive driver (present [1,2,1,16] fed back as the next past): call 1 ran (unexpected)")
+    except Exception as e:  # noqa: BLE001
+        print(f"  naive driver (present fed back as the next past), call 1: {type(e).__name__}: {str(e).strip()}")
+    # the caller's mistakes recorded by tests/callers/forms.py
+    wrong = KeptDriver(path, sliding, roll=False) if sliding else KeptDriver(path, sliding, write_at=0)
+    wtokens, wlogits = drive_greedy(wrong, calls)
+    what = "overwrites the last slot instead of rolling" if sliding else "writes every present at slot 0"
+    print(f"  a caller that {what}: tokens {wtokens}; max|dlogits| vs uncached per call:",
+          ", ".join(fmt(np.abs(wlogits[p] - full[p]).max()) if p < len(PROMPT) else
+                    fmt(np.abs(wlogits[p] - prefix[p - len(PROMPT) + 1]).max()) for p in range(calls)))
+    if sliding:
+        # past MAX tokens the window drops the oldest: teacher-force 40 positions
+        more = KeptDriver(path, sliding)
+        rng = np.random.default_rng(SEED)
+        ids = PROMPT + rng.integers(3, VOCAB, 40 - len(PROMPT)).tolist()
+        rows = np.stack([more.step(t, p)["logits"][0, -1] for p, t in enumerate(ids)]).astype(np.float64)
+        ref = uncached_logits(ids)
+        print("  teacher-forced 40 tokens, max|dlogits| vs uncached at positions 28..39:",
+              ", ".join(fmt(np.abs(rows[p] - ref[p]).max()) for p in range(28, 40)))
+
+
+def torch_key(seq):
+    """Layer 0's RoPE'd keys of every position of seq, [kv_heads, len, head_dim]."""
+    torch = _torch()
+    with torch.no_grad():
+        return build_model()(torch.tensor([seq]), use_cache=True).past_key_values.layers[0].keys[0].numpy()
+
+
+def uncached_logits(seq):
+    torch = _torch()
+    with torch.no_grad():
+        return build_model()(torch.tensor([seq]), use_cache=False).logits[0].double().numpy()
+
+
+def verify_static_cache_caller_writes(folder: Path):
+    verify_new_rows(folder, sliding=False)
+
+
+def verify_sliding_cache_caller_rolls(folder: Path):
+    verify_new_rows(folder, sliding=True)
+
+
 GENERATORS = {
     "static-cache-llama": gen_static_cache_llama,
     "static-cache-traced-at-4": gen_static_cache_traced_at_4,
     "static-cache-with-mask": gen_static_cache_with_mask,
     "static-cache-writes-at-zero": gen_static_cache_writes_at_zero,
+    "static-cache-caller-writes": gen_static_cache_caller_writes,
+    "sliding-cache-caller-rolls": gen_sliding_cache_caller_rolls,
 }
 VERIFIERS = {
     "static-cache-llama": verify_static_cache_llama,
     "static-cache-traced-at-4": verify_static_cache_traced_at_4,
     "static-cache-with-mask": verify_static_cache_with_mask,
     "static-cache-writes-at-zero": verify_static_cache_writes_at_zero,
+    "static-cache-caller-writes": verify_static_cache_caller_writes,
+    "sliding-cache-caller-rolls": verify_sliding_cache_caller_rolls,
 }
 
 if __name__ == "__main__":

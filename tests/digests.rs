@@ -122,3 +122,53 @@ fn the_hypothesis_a_feed_matched_is_said() {
     }
     assert!(!beams.iter().any(|l| l.starts_with("seeded")), "{beams:#?}");
 }
+
+/// Buffers the caller keeps (the presents hold only the new rows, as
+/// microsoft/winml-cli's exports have it): each fed buffer is decided by
+/// hashing every update of the previous one — the form's own (written at the
+/// tokens' slot, or rolled) is "both fine", another is named exactly — and
+/// where the trace keeps the token ids as digests only, no re-run can be
+/// exact: "cannot tell", with what to record.
+#[test]
+fn buffers_a_caller_keeps_are_decided_by_hashing_each_update() {
+    let replay_v1 = |trace: &str, model: &str| {
+        json(&["replay", "--format", "json", &format!("tests/traces/{trace}.jsonl"), "--model", model])
+    };
+    for (trace, model) in [
+        ("static-caller-writes-correct", "models/static-cache-caller-writes"),
+        ("sliding-caller-rolls-correct", "models/sliding-cache-caller-rolls"),
+    ] {
+        let (code, r) = replay_v1(trace, model);
+        assert_eq!((code, r["at_fault"].as_str()), (0, Some("both fine")), "{trace}: {r:#}");
+        let fed: Vec<&str> = r["reproduction"]["fed"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        assert!(fed.iter().any(|l| l.starts_with("the caller's own buffer") && l.contains("past_1_value")), "{fed:?}");
+        assert!(!fed.iter().any(|l| l.starts_with("seeded")), "{trace}: nothing invented: {fed:?}");
+    }
+    for (trace, model, says) in [
+        (
+            "static-caller-writes-at-zero",
+            "models/static-cache-caller-writes",
+            "`past_0_key` is the previous buffer with `present_0_key` written at slot 0: the caller must write the new rows at slot 1",
+        ),
+        (
+            "sliding-caller-no-roll",
+            "models/sliding-cache-caller-rolls",
+            "`past_0_key` is the previous buffer with `present_0_key` written at slot 31: a window the caller must roll",
+        ),
+    ] {
+        let (code, r) = replay_v1(trace, model);
+        assert_eq!((code, r["at_fault"].as_str()), (2, Some("caller")), "{trace}: {r:#}");
+        let (call, got, message) = first_error(&r).unwrap();
+        assert_eq!((call, got.as_str()), (Some(2), "caller-past"), "{trace}: {message}");
+        assert!(message.contains(says), "{trace}: {message}");
+    }
+    for (trace, model) in [
+        ("static-caller-writes-correct", "models/static-cache-caller-writes"),
+        ("sliding-caller-no-roll", "models/sliding-cache-caller-rolls"),
+    ] {
+        let (code, r) = replay(trace, model);
+        assert_eq!((code, r["at_fault"].as_str()), (0, Some("cannot tell")), "{trace}: {r:#}");
+        let s = r["summary"].as_str().unwrap();
+        assert!(s.contains("a buffer the caller keeps") && s.contains("`input_ids` as a digest only"), "{s}");
+    }
+}

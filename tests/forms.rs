@@ -378,3 +378,28 @@ fn a_padded_audio_batch_that_differs_inside_the_encoder_is_measured_and_only_war
         "{cause}"
     );
 }
+
+/// Buffers the caller keeps (microsoft/winml-cli's forms): the presents hold
+/// only the new token's rows, which the caller writes in at `cache_position`
+/// or rolls in at the end. Inferred from the graph, driven that way (a
+/// present fed back whole is refused by ONNX Runtime), and said by `protocol`.
+#[test]
+fn buffers_the_caller_keeps_are_driven_as_their_form_says() {
+    for (dir, form, mask) in [
+        ("static-cache-caller-writes", "caller-written", "ones over past + new, zeros after"),
+        ("sliding-cache-caller-rolls", "caller-rolled", "zeros, then ones over past + new at the end"),
+    ] {
+        let (code, r) = check_folder(dir);
+        let f = file_report(&r, "model.onnx");
+        assert_eq!(code, 0, "{dir}: {:#}", f["findings"]);
+        assert!(findings(f, "warning").is_empty(), "{dir}: {:#}", f["findings"]);
+        assert_eq!(shape_at(f, 2, "feeds", "past_0_key"), json!([1, 2, 32, 16]), "{dir}");
+        assert_eq!(shape_at(f, 2, "outputs", "present_0_key"), json!([1, 2, 1, 16]), "{dir}: the new rows only");
+        let p = parities(f);
+        assert!(p.len() >= 3 && p.iter().all(|&d| d <= 1e-4), "{dir}: {p:?}");
+        let (_, proto) = json(&["protocol", &format!("models/{dir}"), "--format", "json"]);
+        let text = proto.to_string();
+        assert!(text.contains(&format!("\"{form}\"")), "{dir}: {text}");
+        assert!(text.contains(mask), "{dir}: {text}");
+    }
+}

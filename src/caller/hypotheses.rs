@@ -45,6 +45,12 @@ fn positions(shape: &[i64], start: i64) -> Option<Vec<i64>> {
     (n > 0 && rows > 0 && rows * n <= 1 << 16).then(|| (0..rows).flat_map(|_| start..start + n).collect())
 }
 
+/// `rows` rows of `len` slots, ones over the first (or, `right`, the last) `k`.
+fn aligned(rows: i64, len: i64, k: i64, right: bool) -> Vec<i64> {
+    let row: Vec<i64> = (0..len).map(|j| i64::from(if right { j >= len - k } else { j < k })).collect();
+    (0..rows).flat_map(|_| row.iter().copied()).collect()
+}
+
 /// The value of one digest-only feed, when a hypothesis matches: with
 /// what was hypothesised, in words.
 fn recover(name: &str, t: &TensorRecord) -> Option<(Vec<i64>, String)> {
@@ -66,6 +72,18 @@ fn recover(name: &str, t: &TensorRecord) -> Option<(Vec<i64>, String)> {
     let lower = name.to_ascii_lowercase();
     if lower.contains("mask") && matches(t, &vec![1; n as usize]) {
         return Some((vec![1; n as usize], format!("`{name}` is all ones {:?}", t.shape)));
+    }
+    // A mask over a whole fixed buffer: ones over the first k slots (a static
+    // cache), or over the last k (a buffer the caller rolls), every row alike.
+    if let (true, &[rows, len]) = (lower.contains("mask"), &t.shape[..]) {
+        for k in 1..len {
+            for (right, v) in [(false, aligned(rows, len, k, false)), (true, aligned(rows, len, k, true))] {
+                if matches(t, &v) {
+                    let side = if right { "last" } else { "first" };
+                    return Some((v, format!("`{name}` is ones over the {side} {k} of {len} slots")));
+                }
+            }
+        }
     }
     if lower.contains("position") {
         return (0..=MAX_START).find_map(|s| {
@@ -125,6 +143,11 @@ mod tests {
         assert!(words.contains("counts 7…9"), "{words}");
         let mask = record("int64", &[1, 5], &[1; 5]);
         assert_eq!(recover("attention_mask", &mask).unwrap().0, vec![1; 5]);
+        // Masks over a fixed buffer: left-aligned (a static cache), right-aligned (a rolled one).
+        let left = record("int64", &[1, 6], &[1, 1, 0, 0, 0, 0]);
+        assert_eq!(recover("attention_mask", &left).unwrap().0, vec![1, 1, 0, 0, 0, 0]);
+        let (v, words) = recover("attention_mask", &record("int64", &[2, 4], &[0, 0, 0, 1, 0, 0, 0, 1])).unwrap();
+        assert_eq!((v, words.contains("the last 1 of 4")), (vec![0, 0, 0, 1, 0, 0, 0, 1], true));
         // A value nothing hypothesised gives stays unknown.
         let odd = record("int64", &[1, 2], &[5, 3]);
         assert!(recover("position_ids", &odd).is_none());

@@ -217,7 +217,8 @@ impl Checker {
             && !sig.inputs.iter().any(|p| p.name.contains(".encoder."));
         // GroupQueryAttention places each row by its mask (seqlens_k), not by the past length.
         let by_mask = sig.op_types.contains("GroupQueryAttention");
-        if decoder_only && !by_mask && sig.input("attention_mask").is_some() && sig.input("position_ids").is_none() {
+        let positions = inferred.input(crate::plan::roles::InputRole::PositionIds).is_some();
+        if decoder_only && !by_mask && sig.input("attention_mask").is_some() && !positions {
             findings.push(Finding::warning(
                 Code::BatchPadding,
                 "no position_ids input: the graph derives positions from the past length, so rows of a left-padded batch get shifted positions (right at batch 1)",

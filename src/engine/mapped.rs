@@ -21,16 +21,20 @@ const MIN_BYTES: usize = 1024;
 /// A session on `path` with the job's thread count, at ONNX Runtime's default optimization level.
 /// Weights are not prepacked: a check runs each session a few dozen times,
 /// and packing every MatMul's weights at creation costs more than it saves
-/// (half of a 360 MB decoder's session creation; measured in bench/).
+/// (half of a 360 MB decoder's session creation; measured in bench/). A
+/// replay packs them, as a caller's session does by default: packed and
+/// unpacked MatMuls sum in other orders, and a re-run must be bit-exact with
+/// the caller's to test hypotheses against its digests.
 /// Embedded weights are read in place from the file (`engine::mapped`).
 pub(crate) fn open(
     env: &ort::environment::Environment,
     path: &Path,
     opts: &crate::engine::options::Options,
 ) -> Result<Session, String> {
+    let prepack = if opts.replay.is_some() { "0" } else { "1" };
     let make = || {
         crate::engine::session::with_threads(Session::builder(env), opts.threads)
-            .and_then(|b| Ok(b.with_config_entry("session.disable_prepacking", "1")?))
+            .and_then(|b| Ok(b.with_config_entry("session.disable_prepacking", prepack)?))
             .and_then(|b| Ok(b.with_config_entry("session.intra_op.allow_spinning", "0")?))
     };
     commit(&make, path).map_err(|e| e.to_string())

@@ -189,7 +189,7 @@ import path from 'node:path';
         let _ = writeln!(o, "      feeds[{:?}] = {};", f.name, value(f.rule, &f.dtype));
     }
     let carry = match s.keep() {
-        Some(_) => "past = SELF_PAST.map(([, present], i) => kept(past[i], out[present], pastLen)); // the new rows into the kept buffer",
+        Some(_) => "past = SELF_PAST.map(([, present], i) => keepRows(past[i], out[present], pastLen)); // the new rows into the kept buffer",
         None => "past = SELF_PAST.map(([, present]) => out[present]); // the present becomes the past",
     };
     let _ = write!(
@@ -267,7 +267,7 @@ main().catch((e) => {{
 }
 
 /// The buffer after a call whose presents are only the new rows (flat, row-major).
-const KEPT: &str = r#"function kept(buf, rows, at) {
+const KEPT: &str = r#"function keepRows(buf, rows, at) {
   const len = buf.dims[SEQ_AXIS], n = rows.dims[SEQ_AXIS];
   const inner = buf.dims.slice(SEQ_AXIS + 1).reduce((x, y) => x * y, 1);
   const outer = buf.dims.slice(0, SEQ_AXIS).reduce((x, y) => x * y, 1);

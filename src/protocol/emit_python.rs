@@ -111,10 +111,10 @@ import onnxruntime as ort
     // This export's presents hold only the new rows: the caller keeps each buffer.
     let kept = match s.keep() {
         Some("roll") => format!(
-            "\n\ndef kept(buf, rows, at):\n    \"\"\"The buffer after a call: its oldest rows dropped, the call's new rows (the present) appended.\"\"\"\n    n = rows.shape[{axis}]\n    return np.concatenate([np.take(buf, range(n, buf.shape[{axis}]), axis={axis}), rows], axis={axis})\n"
+            "\n\ndef keep_rows(buf, rows, at):\n    \"\"\"The buffer after a call: its oldest rows dropped, the call's new rows (the present) appended.\"\"\"\n    n = rows.shape[{axis}]\n    return np.concatenate([np.take(buf, range(n, buf.shape[{axis}]), axis={axis}), rows], axis={axis})\n"
         ),
         Some(_) => format!(
-            "\n\ndef kept(buf, rows, at):\n    \"\"\"The buffer after a call: the call's new rows (the present) written at the slots its tokens fill.\"\"\"\n    out = buf.copy()\n    idx = [slice(None)] * buf.ndim\n    idx[{axis}] = slice(at, at + rows.shape[{axis}])\n    out[tuple(idx)] = rows\n    return out\n"
+            "\n\ndef keep_rows(buf, rows, at):\n    \"\"\"The buffer after a call: the call's new rows (the present) written at the slots its tokens fill.\"\"\"\n    out = buf.copy()\n    idx = [slice(None)] * buf.ndim\n    idx[{axis}] = slice(at, at + rows.shape[{axis}])\n    out[tuple(idx)] = rows\n    return out\n"
         ),
         None => String::new(),
     };
@@ -238,7 +238,7 @@ def main():
 "#
     );
     let carry = match s.keep() {
-        Some(_) => "past = {p: kept(past[p], out[q], past_len) for p, q, _, _, _ in SELF_PAST}  # the new rows into the kept buffer",
+        Some(_) => "past = {p: keep_rows(past[p], out[q], past_len) for p, q, _, _, _ in SELF_PAST}  # the new rows into the kept buffer",
         None => "past = {p: out[q] for p, q, _, _, _ in SELF_PAST}  # the present becomes the past",
     };
     let _ = writeln!(o, "            {carry}");

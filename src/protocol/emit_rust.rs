@@ -195,7 +195,7 @@ use std::path::PathBuf;
         let _ = writeln!(o, "            feeds.push(({:?}.to_string(), {}.into()));", f.name, value(f.rule, &f.dtype));
     }
     let carry = match s.keep() {
-        Some(_) => "past = SELF_PAST.iter().zip(&past).map(|(c, old)| kept(old, &out.remove(c.1).ok_or(format!(\"no {}\", c.1))?, past_len)).collect::<Result<_, Box<dyn Error>>>()?; // the new rows into the kept buffer",
+        Some(_) => "past = SELF_PAST.iter().zip(&past).map(|(c, old)| keep_rows(old, &out.remove(c.1).ok_or(format!(\"no {}\", c.1))?, past_len)).collect::<Result<_, Box<dyn Error>>>()?; // the new rows into the kept buffer",
         None => "past = SELF_PAST.iter().map(|c| out.remove(c.1).ok_or(format!(\"no {}\", c.1))).collect::<Result<_, _>>()?;",
     };
     let _ = write!(

@@ -5,7 +5,7 @@
 /// The buffer after a call whose presents are only the new rows.
 pub(super) const KEPT: &str = r#"/// The buffer after a call: the new rows (the present) written at `at`, or
 /// appended after dropping as many of the oldest (`KEEP` is "roll").
-fn kept(buf: &DynValue, rows: &DynValue, at: usize) -> Result<DynValue, Box<dyn Error>> {
+fn keep_rows(buf: &DynValue, rows: &DynValue, at: usize) -> Result<DynValue, Box<dyn Error>> {
     let mut b = buf.try_extract_array::<f32>()?.to_owned();
     let r = rows.try_extract_array::<f32>()?;
     let (len, n) = (b.shape()[SEQ_AXIS], r.shape()[SEQ_AXIS]);

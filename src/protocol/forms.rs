@@ -20,6 +20,10 @@ pub(super) fn adjust(plan: &Plan, step0: bool, embed: Option<&str>, rows: &mut V
             r.2 = format!("[batch, {k}]");
             r.3 = format!("the prompt's token ids, {k} per call (the graph takes no more), one call after another");
         }
+        if let Some(r) = plan.position_ids.as_ref().and_then(|p| rows.iter_mut().find(|r| &r.0 == p)) {
+            r.2 = format!("[batch, {k}]");
+            r.3 = format!("the positions of the call's {k} prompt token(s): past_len + arange({k})");
+        }
     }
     // Token rows: one per codebook of each batch item.
     if let Some(k) = plan.codebooks {
@@ -85,6 +89,9 @@ pub(super) fn adjust(plan: &Plan, step0: bool, embed: Option<&str>, rows: &mut V
         r.2 = format!("[{}]", dims.join(", "));
         let len = c.shape.get(plan.seq_axis).copied().unwrap_or(0);
         r.3 = match (c.buffer, step0) {
+            (true, true) if plan.caller_kept().is_some() => {
+                format!("zeros: the whole buffer of {len} slots, which the caller keeps (the presents are only the new rows)")
+            }
             (true, true) => format!("zeros: the whole buffer of {len} slots, written in place at the past length"),
             (true, false) => match plan.caller_kept() {
                 Some(crate::plan::roles::CacheForm::CallerRolled) => format!(

@@ -8,6 +8,11 @@ of that form drives it; one switch per caller mistake.
 
 - static caches (models/static-cache-llama): fixed [1, 2, 32, 16] buffers, one
   token per call (the prompt too), `cache_position` the slot written;
+- buffers the caller keeps (models/static-cache-caller-writes,
+  models/sliding-cache-caller-rolls, microsoft/winml-cli's static cache and
+  sliding window): presents of the new token's rows only, which the caller
+  writes into its [1, 2, 32, 16] buffers at `cache_position` or rolls in
+  (drop the oldest row, append), the mask left- or right-aligned;
 - onnxruntime-genai's shared buffers (models/llama-genai): past buffers of
   search.max_length (128), the mask over the real length;
 - a genai hybrid (models/lfm2-genai): conv states `past.N.conv`, zero at the
@@ -94,6 +99,42 @@ def static_cache(rec, stuck=False):
     return new
 
 
+# ---------------------------------------------------------------- buffers the caller keeps
+def kept_buffer(rec, sliding=False, mistake=False):
+    """winml-cli's forms whose presents are the new token's rows only: the caller keeps [1, 2, 32, 16]
+    buffers (zeros at the start), one token per call (the prompt too). static
+    (models/static-cache-caller-writes): `cache_position` [p], mask ones on slots 0..p, each present
+    written into the buffer at slot p (mistake: always at slot 0). sliding
+    (models/sliding-cache-caller-rolls): `position_id` [[p]], mask ones on the last min(p + 1, 32)
+    slots, buf = concat(buf[:, :, 1:], present) (mistake: the present overwrites the last slot)."""
+    folder = "sliding-cache-caller-rolls" if sliding else "static-cache-caller-writes"
+    dec = load(MODELS / folder / "model.onnx", rec)
+    buf, tokens, new = zero_pasts(dec), list(PROMPT), []
+    size = next(iter(buf.values())).shape[2]
+    for p in range(len(PROMPT) + CALLS - 1):
+        mask = np.zeros((1, size), np.int64)
+        feeds = {"input_ids": np.array([[tokens[p]]], np.int64), "attention_mask": mask}
+        if sliding:
+            mask[0, size - min(p + 1, size):] = 1
+            feeds["position_id"] = np.array([[p]], np.int64)
+        else:
+            mask[0, : p + 1] = 1
+            feeds["cache_position"] = np.array([p], np.int64)
+        out = run(dec, {**feeds, **buf})
+        for name in buf:
+            present = out["present" + name[4:]]  # past_0_key -> present_0_key
+            if sliding and not mistake:
+                buf[name] = np.concatenate([buf[name][:, :, 1:], present], axis=2)
+            else:
+                buf[name] = buf[name].copy()
+                slot = size - 1 if sliding else 0 if mistake else p
+                buf[name][:, :, slot:slot + 1] = present
+        if p >= len(PROMPT) - 1:
+            tokens.append(greedy(out))
+            new.append(tokens[-1])
+    return new
+
+
 # ---------------------------------------------------------------- genai decoders
 def genai(rec, folder, conv_reset=False):
     """Prompt at once, then one token per call; pasts are max_length buffers (shared), the mask the real length."""
@@ -164,6 +205,10 @@ def chunk_after_past(rec, restart=False):
 CALLERS = {
     "static-cache-correct": static_cache,
     "static-cache-position-stuck": lambda rec: static_cache(rec, stuck=True),
+    "static-caller-writes-correct": kept_buffer,
+    "static-caller-writes-at-zero": lambda rec: kept_buffer(rec, mistake=True),
+    "sliding-caller-rolls-correct": lambda rec: kept_buffer(rec, sliding=True),
+    "sliding-caller-no-roll": lambda rec: kept_buffer(rec, sliding=True, mistake=True),
     "genai-shared-buffer-correct": lambda rec: genai(rec, "llama-genai"),
     "genai-hybrid-correct": lambda rec: genai(rec, "lfm2-genai"),
     "genai-hybrid-conv-reset": lambda rec: genai(rec, "lfm2-genai", conv_reset=True),

@@ -278,7 +278,9 @@ DIGEST_ONLY = {"incident2-no-cache-digests.jsonl"} | {
     f"{n}-digests.jsonl"
     for n in ["gpt2-correct", "gpt2-positions-restart", "marian-prefix-on-past", "optimum-beam3",
               "optimum-seq2seq-beam2", "speculative-correct", "speculative-no-crop", "static-cache-correct",
-              "genai-shared-buffer-correct", "genai-hybrid-correct", "genai-hybrid-conv-reset"]
+              "genai-shared-buffer-correct", "genai-hybrid-correct", "genai-hybrid-conv-reset",
+              "static-caller-writes-correct", "static-caller-writes-at-zero", "sliding-caller-rolls-correct",
+              "sliding-caller-no-roll"]
 }
 
 

@@ -29,6 +29,12 @@ ALL = [
     "genai-shared-buffer-correct",
     "genai-hybrid-correct",
     "genai-hybrid-conv-reset",
+    # Buffers the caller keeps (presents of the new rows only, winml-cli's forms):
+    # written in at cache_position or rolled in, correctly and not.
+    "static-caller-writes-correct",
+    "static-caller-writes-at-zero",
+    "sliding-caller-rolls-correct",
+    "sliding-caller-no-roll",
 ]
 
 

@@ -43,6 +43,10 @@ pub const CASES: &[(&str, &str, &str, f64)] = &[
     // embed_tokens.onnx, raw audio samples, multi-head latent attention.
     ("static-cache-llama", "decoder-only", "1,307,42,118", 1e-4),
     ("static-cache-with-mask", "decoder-only", "1,307,42,118", 1e-4),
+    // Buffers the caller keeps (presents of the new rows only): written in at
+    // cache_position, or rolled in under a right-aligned mask (winml-cli).
+    ("static-cache-caller-writes", "decoder-only", "1,307,42,118", 1e-4),
+    ("sliding-cache-caller-rolls", "decoder-only", "1,307,42,118", 1e-4),
     ("lfm2-genai", "decoder-only", "3,14,15,92", 1e-4),
     ("tjs-vlm", "decoder-only", "1,5,17,42,100,250", 1e-4),
     ("moonshine-tiny", "merged-decoder", "SAMPLES", 1e-4),

@@ -145,8 +145,15 @@ pub(super) fn self_pasts(plan: &Plan, g: &Generation, history: &mut History, fee
         return Some(Finding::new(Code::CallerUndecided, crate::finding::Severity::Info, message).names(undecided));
     }
     if wrong.is_empty() && !unshown.is_empty() {
+        // Why no re-run settled it: tokens the trace keeps as digests only, or no re-run at all.
+        let ids_unknown = feeds.get(&plan.input_ids).is_some_and(|t| t.value.is_none());
+        let why = if ids_unknown {
+            format!("the trace keeps `{}` as a digest only, so no re-run can reproduce the caller's presents (record the ids' values: the current recorder keeps every small integer tensor)", plan.input_ids)
+        } else {
+            "that takes a re-run whose presents are bit-exact with the caller's (run without --static-only, on the runtime that recorded it)".to_string()
+        };
         let message = format!(
-            "{} is a buffer the caller keeps (the model's presents hold only the new rows): whether call {last}'s present was put into it as the protocol says cannot be shown from the trace's digests without a re-run whose presents are bit-exact with the caller's (run without --static-only, on the runtime that recorded it)",
+            "{} is a buffer the caller keeps (the model's presents hold only the new rows): whether call {last}'s present was put into it as the protocol says cannot be shown from the trace's digests: {why}",
             fold_names(&unshown).join(", ")
         );
         return Some(Finding::new(Code::CallerUndecided, crate::finding::Severity::Info, message).names(unshown));
