@@ -245,9 +245,10 @@ pub(crate) fn feeds(
     // Buffers the caller keeps: found by hashing each update of the previous one.
     chain.kept.clear();
     let mut kept_values: HashMap<String, ArrayD<f32>> = HashMap::new();
+    let (mut shown_slot, mut budget) = (None, kept::MAX_HASHED);
     for f in c.feeds.iter().filter(|_| c.model.is_none()) {
         let dims: Vec<usize> = f.shape.iter().map(|&d| d.max(0) as usize).collect();
-        let (key, words, value) = match kept::found(plan, chain, f, &dims) {
+        let (key, words, value) = match kept::found(plan, chain, f, &dims, &mut shown_slot, &mut budget) {
             Some(kept::Found::Right(a, w)) => ("kept", w, Some(a)),
             Some(kept::Found::Wrong(a, w)) => ("unkept", w, Some(a)),
             Some(kept::Found::Other(w)) => ("unkept", w, None),

@@ -13,6 +13,9 @@ pub struct Group {
 }
 
 struct Item<K> {
+    /// `.`, or `_` for a name that numbers its layers between underscores
+    /// (`past_0_key`, winml-cli's), with no dot.
+    sep: char,
     segments: Vec<Vec<String>>,
     key: K,
     members: Vec<usize>,
@@ -23,13 +26,25 @@ struct Item<K> {
 /// `key`/`value`. Single-segment names never fold (`input_ids` and
 /// `attention_mask` are not a family). Groups come in first-member order.
 pub fn fold<K: Eq + Hash + Clone>(names: &[(String, K)]) -> Vec<Group> {
+    fold_on(names, false)
+}
+
+/// [`fold`]; with `underscores`, a name without dots that numbers its layers
+/// between underscores (`past_0_key`) folds on them (for messages only: a
+/// contract's templates are dotted).
+fn fold_on<K: Eq + Hash + Clone>(names: &[(String, K)], underscores: bool) -> Vec<Group> {
     let mut items: Vec<Item<K>> = names
         .iter()
         .enumerate()
-        .map(|(i, (n, k))| Item {
-            segments: n.split('.').map(|s| vec![s.to_string()]).collect(),
-            key: k.clone(),
-            members: vec![i],
+        .map(|(i, (n, k))| {
+            let by_underscore = underscores && !n.contains('.') && n.split('_').any(is_number);
+            let sep = if by_underscore { '_' } else { '.' };
+            Item {
+                sep,
+                segments: n.split(sep).map(|s| vec![s.to_string()]).collect(),
+                key: k.clone(),
+                members: vec![i],
+            }
         })
         .collect();
     let max_segments = items.iter().map(|i| i.segments.len()).max().unwrap_or(0);
@@ -42,7 +57,7 @@ pub fn fold<K: Eq + Hash + Clone>(names: &[(String, K)]) -> Vec<Group> {
         .into_iter()
         .map(|mut it| {
             it.members.sort_unstable();
-            Group { label: render(&it.segments), members: it.members }
+            Group { label: render(&it.segments, it.sep), members: it.members }
         })
         .collect();
     groups.sort_by_key(|g| g.members[0]);
@@ -57,7 +72,7 @@ pub fn fold_names<S: AsRef<str>>(names: &[S]) -> Vec<String> {
 /// Like [`fold_names`], with the names behind each label.
 pub fn fold_members<S: AsRef<str>>(names: &[S]) -> Vec<(String, Vec<String>)> {
     let keyed: Vec<(String, ())> = names.iter().map(|n| (n.as_ref().to_string(), ())).collect();
-    fold(&keyed)
+    fold_on(&keyed, true)
         .into_iter()
         .map(|g| {
             let members = g.members.iter().map(|&i| keyed[i].0.clone()).collect();
@@ -98,6 +113,7 @@ fn merge_at<K: Eq + Hash + Clone>(items: Vec<Item<K>>, pos: usize, numeric: bool
         if eligible {
             for existing in out.iter_mut() {
                 if existing.key == item.key
+                    && existing.sep == item.sep
                     && existing.segments.len() == item.segments.len()
                     && existing.segments[pos].iter().all(|s| is_number(s) == numeric)
                     && existing.segments.iter().zip(&item.segments).enumerate().all(|(i, (a, b))| i == pos || a == b)
@@ -117,9 +133,9 @@ fn merge_at<K: Eq + Hash + Clone>(items: Vec<Item<K>>, pos: usize, numeric: bool
     out
 }
 
-fn render(segments: &[Vec<String>]) -> String {
+fn render(segments: &[Vec<String>], sep: char) -> String {
     let parts: Vec<String> = segments.iter().map(|values| render_segment(values)).collect();
-    parts.join(".")
+    parts.join(&sep.to_string())
 }
 
 fn render_segment(values: &[String]) -> String {
@@ -159,6 +175,15 @@ mod tests {
     fn folds_layers_then_key_value() {
         let names = marian_past(&["encoder"]);
         assert_eq!(fold_names(&names), vec!["past_key_values.{0..5}.encoder.{key,value}"]);
+    }
+
+    #[test]
+    fn underscore_layer_numbers_fold_too() {
+        // winml-cli's names; `position_ids` and `input_ids` stay apart (no number between underscores).
+        let mut names: Vec<String> =
+            (0..24).flat_map(|i| [format!("past_{i}_key"), format!("past_{i}_value")]).collect();
+        names.extend(["input_ids".to_string(), "position_ids".to_string()]);
+        assert_eq!(fold_names(&names), vec!["past_{0..23}_{key,value}", "input_ids", "position_ids"]);
     }
 
     #[test]

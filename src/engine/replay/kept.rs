@@ -15,16 +15,21 @@ use crate::plan::roles::CacheForm;
 use crate::plan::Plan;
 use ndarray::{ArrayD, Axis, Slice};
 
-/// The most bytes hashed for one feed's candidates (a real buffer of 4,096
-/// slots is tried at its expected slot first; the rest stop here).
-const MAX_HASHED: usize = 1 << 30;
+/// The most bytes hashed for one call's wrong-slot candidates (a real
+/// buffer of 4,096 slots is tried at its expected slot first, a slot another
+/// layer showed next, then slot 0 and the last; the rest stop here).
+pub(crate) const MAX_HASHED: usize = 1 << 30;
+
+/// A kept buffer as the last call fed it, that call's present rows, and
+/// whether the re-run's present is bit-exact with the caller's (its digest
+/// the one recorded; `None`: the trace recorded no digest of it).
+type Left = (ArrayD<f32>, ArrayD<f32>, Option<bool>);
 
 /// What the last own call left of each caller-kept buffer.
 #[derive(Default)]
 pub(crate) struct Buffers {
-    /// Past name → the buffer fed, the present's rows, and whether the
-    /// re-run's present is bit-exact with the caller's (its digest the one recorded).
-    last: std::collections::HashMap<String, (ArrayD<f32>, ArrayD<f32>, bool)>,
+    /// Past name → what the last call left of it.
+    last: std::collections::HashMap<String, Left>,
     /// The slot the last call's first token was written to (its `cache_position`, else the tokens before it).
     slot: usize,
     /// Tokens fed by own calls so far.
@@ -73,7 +78,7 @@ impl Buffers {
             let buffer = buffer.clone();
             let recorded = c.outputs.iter().find(|(name, _)| *name == p.present).map(|(_, d)| d);
             let exact =
-                ["float32", "float16"].iter().any(|d| digest_of(d, present).as_ref() == recorded && recorded.is_some());
+                recorded.map(|r| ["float32", "float16"].iter().any(|d| digest_of(d, present).as_ref() == Some(r)));
             self.last.insert(p.past.clone(), (buffer, present.clone(), exact));
         }
     }
@@ -99,7 +104,16 @@ fn rolled(buffer: &ArrayD<f32>, rows: &ArrayD<f32>, axis: usize) -> ArrayD<f32> 
 /// The buffer fed as `f` at this call, tested against every update of the
 /// previous one: `None` where nothing can be told (no previous call, a
 /// present that is not bit-exact, a digest-less feed).
-pub(crate) fn found(plan: &Plan, chain: &Chain, f: &ReplayFeed, dims: &[usize]) -> Option<Found> {
+/// `shown` is the wrong slot another buffer of this call was found written
+/// at (tried first), `budget` the bytes this call may still hash.
+pub(crate) fn found(
+    plan: &Plan,
+    chain: &Chain,
+    f: &ReplayFeed,
+    dims: &[usize],
+    shown: &mut Option<usize>,
+    budget: &mut usize,
+) -> Option<Found> {
     let digest = f.digest.as_ref().filter(|_| f.value.is_none() && !f.zeros)?;
     let (buffer, present, exact) = chain.buffers.last.get(&f.name)?;
     let p = plan.self_past.iter().find(|p| p.past == f.name)?;
@@ -133,6 +147,10 @@ pub(crate) fn found(plan: &Plan, chain: &Chain, f: &ReplayFeed, dims: &[usize]) 
     if matches(&right.0) {
         return Some(Found::Right(right.0, right.1));
     }
+    // A present the trace shows is not the caller's: nothing rebuilt from it can match.
+    if *exact == Some(false) {
+        return None;
+    }
     // A caller's own mistake, rebuilt exactly: the other form, another slot, no update at all.
     let what = match form {
         CacheForm::CallerRolled => {
@@ -146,7 +164,6 @@ pub(crate) fn found(plan: &Plan, chain: &Chain, f: &ReplayFeed, dims: &[usize]) 
             format!("the previous buffer unchanged: `{present_name}` was never put in ({what})"),
         ));
     }
-    let mut hashed = 0usize;
     let bytes = buffer.len() * 4;
     if form != CacheForm::CallerRolled {
         let r = rolled(buffer, present, axis);
@@ -157,20 +174,25 @@ pub(crate) fn found(plan: &Plan, chain: &Chain, f: &ReplayFeed, dims: &[usize]) 
             ));
         }
     }
-    for s in (0..=len - n).filter(|&s| form == CacheForm::CallerRolled || s != expected) {
-        hashed += bytes;
-        if hashed > MAX_HASHED {
+    // The slot another layer showed, the ends, then every other slot.
+    let mut order: Vec<usize> = shown.iter().copied().chain([0, len - n]).filter(|&s| s <= len - n).collect();
+    order.extend(0..=len - n);
+    let mut tried = std::collections::HashSet::new();
+    for s in order.into_iter().filter(|&s| (form == CacheForm::CallerRolled || s != expected) && tried.insert(s)) {
+        if *budget < bytes {
             break;
         }
+        *budget -= bytes;
         let w = written(buffer, present, axis, s);
         if matches(&w) {
+            *shown = Some(s);
             return Some(Found::Wrong(
                 w,
                 format!("the previous buffer with `{present_name}` written at {}: {what}", at_slot(s)),
             ));
         }
     }
-    exact.then(|| {
+    (*exact == Some(true)).then(|| {
         Found::Other(format!(
             "not {} (the re-run's `{present_name}` is bit-exact with the caller's, so that buffer's digest is known), nor the previous buffer updated any other way tried: other values",
             right.1
