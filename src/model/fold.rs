@@ -30,14 +30,17 @@ pub fn fold<K: Eq + Hash + Clone>(names: &[(String, K)]) -> Vec<Group> {
 }
 
 /// [`fold`]; with `underscores`, a name without dots that numbers its layers
-/// between underscores (`past_0_key`) folds on them (for messages only: a
-/// contract's templates are dotted).
+/// between underscores (`past_0_key`, winml-cli's) folds on them (for
+/// messages only: a contract's templates are dotted).
 fn fold_on<K: Eq + Hash + Clone>(names: &[(String, K)], underscores: bool) -> Vec<Group> {
     let mut items: Vec<Item<K>> = names
         .iter()
         .enumerate()
         .map(|(i, (n, k))| {
-            let by_underscore = underscores && !n.contains('.') && n.split('_').any(is_number);
+            // A layer number inside the name (`past_0_key`), not an exporter's serial at its end (`cat_7`).
+            let parts: Vec<&str> = n.split('_').collect();
+            let inside = parts.len() > 2 && parts[1..parts.len() - 1].iter().any(|p| is_number(p));
+            let by_underscore = underscores && !n.contains('.') && inside;
             let sep = if by_underscore { '_' } else { '.' };
             Item {
                 sep,
@@ -182,8 +185,8 @@ mod tests {
         // winml-cli's names; `position_ids` and `input_ids` stay apart (no number between underscores).
         let mut names: Vec<String> =
             (0..24).flat_map(|i| [format!("past_{i}_key"), format!("past_{i}_value")]).collect();
-        names.extend(["input_ids".to_string(), "position_ids".to_string()]);
-        assert_eq!(fold_names(&names), vec!["past_{0..23}_{key,value}", "input_ids", "position_ids"]);
+        names.extend(["input_ids".to_string(), "position_ids".to_string(), "cat_7".into(), "cat_8".into()]);
+        assert_eq!(fold_names(&names), vec!["past_{0..23}_{key,value}", "input_ids", "position_ids", "cat_7", "cat_8"]);
     }
 
     #[test]
