@@ -180,16 +180,27 @@ pub(crate) fn carried(
     if n > len || (0..slot.ndim()).any(|a| a != axis && slot.shape()[a] != present.shape()[a]) {
         return present.clone();
     }
-    let mut next = slot.clone();
-    let at = match form {
-        CacheForm::CallerRolled => {
-            let kept = slot.slice_axis(Axis(axis), Slice::from(n..)).to_owned();
-            next.slice_axis_mut(Axis(axis), Slice::from(..len - n)).assign(&kept);
-            len - n
-        }
-        _ => (new_len.max(0) as usize).saturating_sub(n).min(len - n),
-    };
-    next.slice_axis_mut(Axis(axis), Slice::from(at..at + n)).assign(present);
+    match form {
+        CacheForm::CallerRolled => rolled_in(slot, present, axis),
+        _ => written_in(slot, present, axis, (new_len.max(0) as usize).saturating_sub(n).min(len - n)),
+    }
+}
+
+/// `buffer` with `rows` written at `at` on `axis` (a caller-written buffer).
+pub(crate) fn written_in(buffer: &ArrayD<f32>, rows: &ArrayD<f32>, axis: usize, at: usize) -> ArrayD<f32> {
+    let mut next = buffer.clone();
+    let n = rows.shape()[axis];
+    next.slice_axis_mut(Axis(axis), Slice::from(at..at + n)).assign(rows);
+    next
+}
+
+/// `buffer` with as many of its oldest rows dropped as `rows` has, and
+/// `rows` appended on `axis` (a caller-rolled window).
+pub(crate) fn rolled_in(buffer: &ArrayD<f32>, rows: &ArrayD<f32>, axis: usize) -> ArrayD<f32> {
+    let (len, n) = (buffer.shape()[axis], rows.shape()[axis]);
+    let mut next = buffer.clone();
+    next.slice_axis_mut(Axis(axis), Slice::from(..len - n)).assign(&buffer.slice_axis(Axis(axis), Slice::from(n..)));
+    next.slice_axis_mut(Axis(axis), Slice::from(len - n..)).assign(rows);
     next
 }
 

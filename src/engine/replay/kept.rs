@@ -9,11 +9,12 @@
 //! rebuilt from the re-run and hashed with the trace's scheme.
 
 use super::Chain;
+use crate::engine::feeds::{rolled_in as rolled, written_in as written};
 use crate::engine::options::{ReplayCall, ReplayFeed};
 use crate::engine::rows::digest_of;
 use crate::plan::roles::CacheForm;
 use crate::plan::Plan;
-use ndarray::{ArrayD, Axis, Slice};
+use ndarray::ArrayD;
 
 /// The most bytes hashed for one call's wrong-slot candidates (a real
 /// buffer of 4,096 slots is tried at its expected slot first, a slot another
@@ -82,23 +83,6 @@ impl Buffers {
             self.last.insert(p.past.clone(), (buffer, present.clone(), exact));
         }
     }
-}
-
-/// `buffer` with `rows` written at `at` on `axis`.
-fn written(buffer: &ArrayD<f32>, rows: &ArrayD<f32>, axis: usize, at: usize) -> ArrayD<f32> {
-    let mut next = buffer.clone();
-    let n = rows.shape()[axis];
-    next.slice_axis_mut(Axis(axis), Slice::from(at..at + n)).assign(rows);
-    next
-}
-
-/// `buffer` with its `n` oldest rows dropped and `rows` appended.
-fn rolled(buffer: &ArrayD<f32>, rows: &ArrayD<f32>, axis: usize) -> ArrayD<f32> {
-    let (len, n) = (buffer.shape()[axis], rows.shape()[axis]);
-    let mut next = buffer.clone();
-    next.slice_axis_mut(Axis(axis), Slice::from(..len - n)).assign(&buffer.slice_axis(Axis(axis), Slice::from(n..)));
-    next.slice_axis_mut(Axis(axis), Slice::from(len - n..)).assign(rows);
-    next
 }
 
 /// The buffer fed as `f` at this call, tested against every update of the
